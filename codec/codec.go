@@ -1,0 +1,176 @@
+// Package codec turns messages into bytes and back. A codec's id travels
+// with every call, so one server answers JSON, protobuf and raw-bytes callers
+// alike.
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Codec ids as they appear on the wire.
+const (
+	IDRaw   uint8 = 0
+	IDJSON  uint8 = 1
+	IDProto uint8 = 2
+)
+
+// A Codec marshals and unmarshals messages.
+type Codec interface {
+	// ID is the codec's wire id.
+	ID() uint8
+	// Name is the codec's name ("raw", "json", "proto").
+	Name() string
+	// Append appends the encoding of v to b.
+	Append(b []byte, v any) ([]byte, error)
+	// Unmarshal decodes data into v, which must be a pointer. Implementations
+	// must not keep data after they return.
+	Unmarshal(data []byte, v any) error
+}
+
+// Errors returned by codecs.
+var (
+	// ErrUnsupportedType is returned when a codec cannot handle a value's
+	// type; errors wrapping it name the type.
+	ErrUnsupportedType = errors.New("warren: codec does not support this type")
+	// ErrUnknownCodec is returned by ByID for an id no codec has.
+	ErrUnknownCodec = errors.New("warren: unknown codec")
+)
+
+// Raw passes bytes through. It accepts []byte and *[]byte values; Unmarshal
+// into a *[]byte reuses the slice's capacity.
+var Raw Codec = rawCodec{}
+
+// JSON encodes with encoding/json, or with protojson for proto.Message
+// values. Decoding keeps numbers exact when decoding into interface values
+// (json.Number).
+var JSON Codec = jsonCodec{}
+
+// Proto encodes proto.Message values in the protobuf binary format.
+var Proto Codec = protoCodec{}
+
+// ByID returns the codec with the wire id.
+func ByID(id uint8) (Codec, error) {
+	switch id {
+	case IDRaw:
+		return Raw, nil
+	case IDJSON:
+		return JSON, nil
+	case IDProto:
+		return Proto, nil
+	}
+	return nil, fmt.Errorf("%w: id %d", ErrUnknownCodec, id)
+}
+
+// For returns the codec a client uses by default for v: Raw for []byte,
+// Proto for proto.Message, JSON for everything else.
+func For(v any) Codec {
+	switch v.(type) {
+	case []byte, *[]byte:
+		return Raw
+	case proto.Message:
+		return Proto
+	}
+	return JSON
+}
+
+type rawCodec struct{}
+
+func (rawCodec) ID() uint8    { return IDRaw }
+func (rawCodec) Name() string { return "raw" }
+
+func (rawCodec) Append(b []byte, v any) ([]byte, error) {
+	switch m := v.(type) {
+	case []byte:
+		return append(b, m...), nil
+	case *[]byte:
+		return append(b, *m...), nil
+	}
+	return b, fmt.Errorf("%w: raw codec needs []byte, got %T", ErrUnsupportedType, v)
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("%w: raw codec needs *[]byte, got %T", ErrUnsupportedType, v)
+	}
+	*m = append((*m)[:0], data...)
+	return nil
+}
+
+type jsonCodec struct{}
+
+func (jsonCodec) ID() uint8    { return IDJSON }
+func (jsonCodec) Name() string { return "json" }
+
+// jsonEnc is a pooled encoder writing into a reusable buffer.
+type jsonEnc struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonEncPool = sync.Pool{New: func() any {
+	e := new(jsonEnc)
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+func (jsonCodec) Append(b []byte, v any) ([]byte, error) {
+	if m, ok := v.(proto.Message); ok {
+		return protojson.MarshalOptions{}.MarshalAppend(b, m)
+	}
+	e := jsonEncPool.Get().(*jsonEnc)
+	e.buf.Reset()
+	err := e.enc.Encode(v)
+	if err == nil {
+		out := e.buf.Bytes()
+		b = append(b, out[:len(out)-1]...) // drop the Encoder's newline
+	}
+	if e.buf.Cap() <= 64<<10 {
+		jsonEncPool.Put(e)
+	}
+	return b, err
+}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if m, ok := v.(proto.Message); ok {
+		return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, m)
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("warren: json: data after the top-level value")
+	}
+	return nil
+}
+
+type protoCodec struct{}
+
+func (protoCodec) ID() uint8    { return IDProto }
+func (protoCodec) Name() string { return "proto" }
+
+func (protoCodec) Append(b []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return b, fmt.Errorf("%w: proto codec needs a proto.Message, got %T", ErrUnsupportedType, v)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, m)
+}
+
+func (protoCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%w: proto codec needs a proto.Message, got %T", ErrUnsupportedType, v)
+	}
+	return proto.Unmarshal(data, m)
+}

@@ -1,0 +1,50 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned for operations on a session closed by this side.
+	ErrClosed = errors.New("warren: session closed")
+	// ErrGoAway is returned when opening a stream on a session whose peer
+	// has announced it is going away; open a new session instead.
+	ErrGoAway = errors.New("warren: peer is going away")
+	// ErrStreamCanceled is returned by a stream's operations after the peer
+	// canceled it.
+	ErrStreamCanceled = errors.New("warren: stream canceled by peer")
+	// ErrTooManyStreams is returned when the peer's MaxStreams limit is
+	// reached.
+	ErrTooManyStreams = errors.New("warren: too many concurrent streams")
+	// ErrStreamClosed is returned when sending on a stream after its send
+	// side was closed.
+	ErrStreamClosed = errors.New("warren: send on closed stream")
+)
+
+// ConnError reports that a session's connection failed or was closed by the
+// peer. Every stream pending on the session fails with it at once.
+type ConnError struct {
+	Err error // the underlying read or write error
+}
+
+func (e *ConnError) Error() string { return fmt.Sprintf("warren: connection lost: %v", e.Err) }
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Temporary and Timeout make ConnError a net.Error; a lost connection is
+// worth retrying on a new session.
+func (e *ConnError) Timeout() bool { return false }
+
+var _ net.Error = (*ConnError)(nil)
+
+// Temporary reports true: a new connection may succeed.
+func (e *ConnError) Temporary() bool { return true }
+
+// ProtocolError reports a peer that broke the protocol; the session is closed.
+type ProtocolError struct {
+	Reason string
+}
+
+func (e *ProtocolError) Error() string { return "warren: protocol error: " + e.Reason }

@@ -1,0 +1,586 @@
+package mux
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Config configures a session. The zero value is valid for a client.
+type Config struct {
+	// Settings are the limits this side accepts; zero fields take the
+	// defaults of wire.DefaultSettings.
+	Settings wire.Settings
+	// HandshakeTimeout bounds the preface exchange; 0 means 10 seconds.
+	HandshakeTimeout time.Duration
+	// NewStream, if set, returns the memory for a stream the peer opens, so
+	// that a layer above can embed Stream in its own per-call struct and
+	// allocate once. It is called on the session's reader goroutine.
+	NewStream func() *Stream
+	// OnStream is called (server role) on the session's reader goroutine
+	// when the peer opens a stream. h aliases the read buffer and is valid
+	// only during the call. OnStream must not block; it typically hands the
+	// stream to a worker, or finishes it at once to refuse it.
+	OnStream func(st *Stream, h *wire.CallHeader)
+	// OnReset is called (server role) when a stream the peer opened is
+	// canceled by the peer or lost with the connection, so that the work
+	// behind it can stop.
+	OnReset func(st *Stream, err error)
+}
+
+// connWindowFactor sets the connection-level flow-control window: this many
+// per-stream windows, so one stalled stream cannot exhaust it.
+const connWindowFactor = 16
+
+// Session is one end of a multiplexed warren connection.
+type Session struct {
+	conn      net.Conn
+	client    bool
+	cfg       Config
+	local     wire.Settings // what we accept
+	peer      wire.Settings // what the peer accepts
+	frameSize uint32        // largest DATA payload we send
+	r         *wire.Reader
+	w         writer
+
+	mu         sync.Mutex // protects following
+	streams    map[uint32]*Stream
+	nextID     uint32 // next stream id this side opens
+	lastPeerID uint32 // highest stream id the peer opened
+	goAwayRecv bool   // the peer sent GOAWAY
+	goAwayLast uint32 // last stream id the peer will process
+	goAwayCode status.Code
+	goAwayMsg  string
+	goAwaySent bool
+	sentLast   uint32
+	pings      map[uint64]chan struct{}
+	pingSeq    uint64
+	err        error // why the session ended
+
+	flowMu      sync.Mutex // protects following
+	connSendWin int64
+	flowWaiters []*Stream // streams waiting for connection credit
+
+	connRecvWin atomic.Int64 // credit the peer may still use
+	connUnacked atomic.Int64 // consumed bytes not yet granted back
+
+	done       chan struct{} // closed when the session ends
+	readerDone chan struct{}
+	closeOnce  sync.Once
+}
+
+// Client performs the client side of the handshake on conn and starts the
+// session. On error conn is closed.
+func Client(conn net.Conn, cfg *Config) (*Session, error) {
+	s, err := newSession(conn, true, cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
+	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: sending preface: %w", err)
+	}
+	peer, err := wire.ReadPreface(conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: reading server preface: %w", err)
+	}
+	conn.SetDeadline(time.Time{})
+	s.start(peer)
+	return s, nil
+}
+
+// Server performs the server side of the handshake on conn and starts the
+// session. A peer that is not warren gets an error within the handshake
+// timeout; an HTTP client is answered with an HTTP 400 explaining what the
+// socket speaks. On error conn is closed.
+func Server(conn net.Conn, cfg *Config) (*Session, error) {
+	s, err := newSession(conn, false, cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
+	peer, err := wire.ReadPreface(conn)
+	if err != nil {
+		if errors.Is(err, wire.ErrHTTPRequest) {
+			conn.Write(wire.HTTPRejectResponse)
+		}
+		conn.Close()
+		return nil, fmt.Errorf("warren: reading client preface: %w", err)
+	}
+	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: sending preface: %w", err)
+	}
+	conn.SetDeadline(time.Time{})
+	s.start(peer)
+	return s, nil
+}
+
+func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {
+	s := &Session{conn: conn, client: client}
+	if cfg != nil {
+		s.cfg = *cfg
+	}
+	s.local = s.cfg.Settings.WithDefaults()
+	if err := s.local.Validate(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if !client && s.cfg.OnStream == nil {
+		conn.Close()
+		return nil, errors.New("warren: server session needs Config.OnStream")
+	}
+	if client {
+		s.nextID = 1
+	} else {
+		s.nextID = 2
+	}
+	return s, nil
+}
+
+func (s *Session) handshakeTimeout() time.Duration {
+	if s.cfg.HandshakeTimeout > 0 {
+		return s.cfg.HandshakeTimeout
+	}
+	return 10 * time.Second
+}
+
+func (s *Session) start(peer wire.Settings) {
+	s.peer = peer
+	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow)
+	s.streams = make(map[uint32]*Stream)
+	s.connSendWin = int64(peer.InitialWindow) * connWindowFactor
+	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
+	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
+	s.w.init(s.conn)
+	s.done = make(chan struct{})
+	s.readerDone = make(chan struct{})
+	go s.readLoop()
+}
+
+// GoAwayReason returns the code and message of the peer's GOAWAY, if it
+// sent one.
+func (s *Session) GoAwayReason() (code status.Code, msg string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.goAwayCode, s.goAwayMsg, s.goAwayRecv
+}
+
+// PeerSettings returns the limits the peer announced.
+func (s *Session) PeerSettings() wire.Settings { return s.peer }
+
+// LocalSettings returns the limits this side announced.
+func (s *Session) LocalSettings() wire.Settings { return s.local }
+
+// Conn returns the session's connection.
+func (s *Session) Conn() net.Conn { return s.conn }
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, or nil while it is up.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// NumStreams returns the number of open streams.
+func (s *Session) NumStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// Close closes the connection at once. Every open stream fails. Close waits
+// for the session's reader goroutine and is safe to call more than once.
+func (s *Session) Close() error {
+	s.closeWith(ErrClosed)
+	<-s.readerDone
+	return nil
+}
+
+// Flush waits until every frame written so far has been handed to the
+// connection. Use it before Close to end a session without losing replies
+// that concurrent writers queued.
+func (s *Session) Flush() error { return s.w.drain() }
+
+// closeWith ends the session with err (the first error wins).
+func (s *Session) closeWith(err error) {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.err = err
+		streams := s.streams
+		s.streams = nil
+		pings := s.pings
+		s.pings = nil
+		s.mu.Unlock()
+		s.conn.Close()
+		s.w.fail(err)
+		for _, st := range streams {
+			st.fail(err)
+			if s.cfg.OnReset != nil {
+				s.cfg.OnReset(st, err)
+			}
+		}
+		for _, ch := range pings {
+			close(ch)
+		}
+		s.flowMu.Lock()
+		waiters := s.flowWaiters
+		s.flowWaiters = nil
+		s.flowMu.Unlock()
+		for _, st := range waiters {
+			st.wakeSender()
+		}
+		close(s.done)
+	})
+}
+
+// GoAway tells the peer that no stream it opens after the ones already
+// received will be processed. Streams already open go on.
+func (s *Session) GoAway(code status.Code, msg string) error {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	s.goAwaySent = true
+	s.sentLast = s.lastPeerID
+	last := s.sentLast
+	s.mu.Unlock()
+	b, err := s.w.lockNoWait()
+	b = wire.AppendHeader(b, wire.Header{Type: wire.TypeGoAway})
+	start := len(b)
+	b = wire.AppendGoAway(b, last, uint32(code), msg)
+	setLength(b, start)
+	if err != nil {
+		s.w.unlock(b)
+		return err
+	}
+	return s.w.unlock(b)
+}
+
+// setLength fixes the length field of the frame header just before start.
+func setLength(b []byte, start int) {
+	binary.BigEndian.PutUint32(b[start-wire.HeaderSize:], uint32(len(b)-start))
+}
+
+// Ping sends a PING and waits for its acknowledgement, returning the round
+// trip time.
+func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return 0, err
+	}
+	s.pingSeq++
+	seq := s.pingSeq
+	if s.pings == nil {
+		s.pings = make(map[uint64]chan struct{})
+	}
+	s.pings[seq] = ch
+	s.mu.Unlock()
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], seq)
+	start := time.Now()
+	if err := s.writeFrame(0, wire.TypePing, 0, p[:]); err != nil {
+		return 0, err
+	}
+	select {
+	case <-ch:
+		if err := s.Err(); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pings, seq)
+		s.mu.Unlock()
+		return 0, ctx.Err()
+	}
+}
+
+// writeFrame writes one small control frame without waiting for buffer
+// space, so the reader goroutine never blocks on a busy writer.
+func (s *Session) writeFrame(stream uint32, typ wire.Type, flags wire.Flags, payload []byte) error {
+	b, _ := s.w.lockNoWait()
+	b = wire.AppendFrame(b, stream, typ, flags, payload)
+	return s.w.unlock(b)
+}
+
+func (s *Session) readLoop() {
+	defer close(s.readerDone)
+	for {
+		h, p, err := s.r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				s.closeWith(&ConnError{Err: err})
+			} else {
+				var fe *wire.FrameError
+				var fl *wire.FrameTooLargeError
+				if errors.As(err, &fe) || errors.As(err, &fl) {
+					s.closeWith(&ProtocolError{Reason: err.Error()})
+				} else {
+					s.closeWith(&ConnError{Err: err})
+				}
+			}
+			return
+		}
+		if err := s.handle(h, p); err != nil {
+			s.closeWith(err)
+			return
+		}
+	}
+}
+
+func (s *Session) handle(h wire.Header, p []byte) error {
+	switch h.Type {
+	case wire.TypeData:
+		return s.onData(h, p)
+	case wire.TypeHeaders:
+		if s.client {
+			return s.onReplyHeaders(h, p)
+		}
+		return s.onOpen(h, p)
+	case wire.TypeTrailers:
+		return s.onTrailers(h, p)
+	case wire.TypeCancel:
+		if st := s.lookup(h.Stream); st != nil {
+			st.drop(ErrStreamCanceled)
+			s.remove(st)
+			if !s.client && s.cfg.OnReset != nil {
+				s.cfg.OnReset(st, ErrStreamCanceled)
+			}
+		}
+	case wire.TypeWindow:
+		incr, err := wire.ParseWindow(p)
+		if err != nil {
+			return &ProtocolError{Reason: err.Error()}
+		}
+		s.onWindow(h.Stream, incr)
+	case wire.TypePing:
+		if h.Flags&wire.FlagAck != 0 {
+			seq := binary.BigEndian.Uint64(p)
+			s.mu.Lock()
+			ch := s.pings[seq]
+			delete(s.pings, seq)
+			s.mu.Unlock()
+			if ch != nil {
+				close(ch)
+			}
+			return nil
+		}
+		s.writeFrame(0, wire.TypePing, wire.FlagAck, p)
+	case wire.TypeGoAway:
+		last, code, msg, err := wire.ParseGoAway(p)
+		if err != nil {
+			return &ProtocolError{Reason: err.Error()}
+		}
+		s.mu.Lock()
+		s.goAwayRecv = true
+		s.goAwayLast = last
+		s.goAwayCode = status.Code(code)
+		s.goAwayMsg = string(msg)
+		var refused []*Stream
+		for id, st := range s.streams {
+			if id > last && id%2 == s.nextID%2 {
+				refused = append(refused, st)
+				delete(s.streams, id)
+			}
+		}
+		s.mu.Unlock()
+		for _, st := range refused {
+			st.fail(ErrGoAway)
+		}
+	}
+	return nil
+}
+
+func (s *Session) lookup(id uint32) *Stream {
+	s.mu.Lock()
+	st := s.streams[id]
+	s.mu.Unlock()
+	return st
+}
+
+func (s *Session) remove(st *Stream) {
+	s.mu.Lock()
+	if s.streams[st.id] == st {
+		delete(s.streams, st.id)
+	}
+	s.mu.Unlock()
+}
+
+// onOpen handles a client's HEADERS frame opening a stream.
+func (s *Session) onOpen(h wire.Header, p []byte) error {
+	if h.Stream%2 != 1 {
+		return &ProtocolError{Reason: fmt.Sprintf("client opened even stream %d", h.Stream)}
+	}
+	s.mu.Lock()
+	if h.Stream <= s.lastPeerID {
+		s.mu.Unlock()
+		return &ProtocolError{Reason: fmt.Sprintf("stream id %d not above %d", h.Stream, s.lastPeerID)}
+	}
+	s.lastPeerID = h.Stream
+	refuse := ""
+	code := status.Unavailable
+	switch {
+	case s.goAwaySent:
+		refuse = "server is shutting down"
+	case uint32(len(s.streams)) >= s.local.MaxStreams:
+		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
+	}
+	s.mu.Unlock()
+	ch, err := wire.ParseCallHeader(p)
+	if err != nil && refuse == "" {
+		refuse, code = "malformed call header: "+err.Error(), status.InvalidArgument
+	}
+	if refuse != "" {
+		s.refuse(h.Stream, code, refuse)
+		return nil
+	}
+	var st *Stream
+	if s.cfg.NewStream != nil {
+		st = s.cfg.NewStream()
+	} else {
+		st = new(Stream)
+	}
+	st.init(s, h.Stream)
+	if h.Flags&wire.FlagEnd != 0 {
+		st.recvEnd = true
+	}
+	s.mu.Lock()
+	if s.streams == nil {
+		s.mu.Unlock()
+		return nil // closed meanwhile
+	}
+	s.streams[h.Stream] = st
+	s.mu.Unlock()
+	s.cfg.OnStream(st, &ch)
+	return nil
+}
+
+// refuse ends a stream the peer opened without processing it.
+func (s *Session) refuse(id uint32, code status.Code, msg string) {
+	b, _ := s.w.lockNoWait()
+	b = wire.AppendHeader(b, wire.Header{Stream: id, Type: wire.TypeTrailers, Flags: wire.FlagEnd})
+	start := len(b)
+	b = wire.AppendTrailer(b, uint32(code), msg, nil, nil)
+	setLength(b, start)
+	s.w.unlock(b)
+}
+
+func (s *Session) onReplyHeaders(h wire.Header, p []byte) error {
+	if err := wire.RangeMetadata(p, func(k, v []byte) bool { return true }); err != nil {
+		return &ProtocolError{Reason: "malformed reply metadata: " + err.Error()}
+	}
+	st := s.lookup(h.Stream)
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	if st.id == h.Stream {
+		st.header = append(st.header[:0], p...)
+		st.hasHeader = true
+	}
+	st.mu.Unlock()
+	return nil
+}
+
+func (s *Session) onTrailers(h wire.Header, p []byte) error {
+	if s.client {
+		if _, err := wire.ParseTrailer(p); err != nil {
+			return &ProtocolError{Reason: "malformed trailers: " + err.Error()}
+		}
+	}
+	st := s.lookup(h.Stream)
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	if st.id != h.Stream {
+		st.mu.Unlock()
+		return nil
+	}
+	if st.asm != nil {
+		st.mu.Unlock()
+		return &ProtocolError{Reason: "trailers in the middle of a chunked message"}
+	}
+	st.trailer = append(st.trailer[:0], p...)
+	st.hasTrailer = true
+	st.recvEnd = true
+	st.signalLocked()
+	st.mu.Unlock()
+	return nil
+}
+
+func (s *Session) onData(h wire.Header, p []byte) error {
+	n := int64(len(p))
+	if s.connRecvWin.Add(-n) < 0 {
+		return &ProtocolError{Reason: "connection flow-control window exceeded"}
+	}
+	st := s.lookup(h.Stream)
+	if st == nil {
+		s.grantConn(n) // a stream that ended meanwhile (a cancel crossed it)
+		return nil
+	}
+	return st.onData(h, p)
+}
+
+// grantConn returns n bytes of connection credit to the peer, batching
+// WINDOW frames until half the window is owed.
+func (s *Session) grantConn(n int64) {
+	if n == 0 {
+		return
+	}
+	owed := s.connUnacked.Add(n)
+	if owed < int64(s.local.InitialWindow)*connWindowFactor/2 {
+		return
+	}
+	if !s.connUnacked.CompareAndSwap(owed, 0) {
+		return // another goroutine is granting
+	}
+	s.connRecvWin.Add(owed)
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(owed))
+	s.writeFrame(0, wire.TypeWindow, 0, p[:])
+}
+
+func (s *Session) onWindow(id uint32, incr uint32) {
+	if id == 0 {
+		s.flowMu.Lock()
+		s.connSendWin += int64(incr)
+		waiters := s.flowWaiters
+		s.flowWaiters = nil
+		s.flowMu.Unlock()
+		for _, st := range waiters {
+			st.wakeSender()
+		}
+		return
+	}
+	st := s.lookup(id)
+	if st == nil {
+		return
+	}
+	s.flowMu.Lock()
+	if st.id == id {
+		st.sendWin += int64(incr)
+	}
+	s.flowMu.Unlock()
+	st.wakeSender()
+}

@@ -1,0 +1,595 @@
+package mux
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Stream is one call on a session: an ordered, flow-controlled sequence of
+// messages in each direction, ended by the server's trailers.
+type Stream struct {
+	s  *Session
+	id uint32
+
+	// Owner is free for the layer above, typically its per-call state.
+	Owner any
+
+	mu         sync.Mutex // protects following
+	qbuf       [2]queued
+	queue      []queued // complete messages not yet received; queue[head:] are live
+	head       int
+	asm        *pool.Buf // chunked message being assembled
+	asmN       int       // bytes of asm filled so far
+	recvEnd    bool      // the peer half-closed
+	rerr       error     // terminal error; set once
+	header     []byte    // reply metadata block (client)
+	hasHeader  bool
+	trailer    []byte // trailer payload (client)
+	hasTrailer bool
+	notify     chan struct{} // wakes a blocked Recv; created on first need
+	recvWin    int64         // credit the peer may still use on this stream
+	unacked    int64         // bytes consumed but not yet granted back
+
+	// protected by s.flowMu
+	sendWin  int64
+	wnotify  chan struct{} // wakes a sender waiting for credit
+	sendDone bool          // FlagEnd was sent
+}
+
+type queued struct {
+	b      *pool.Buf
+	credit int32 // flow-control credit returned when b is received
+}
+
+var streamPool = sync.Pool{New: func() any { return new(Stream) }}
+
+func (st *Stream) init(s *Session, id uint32) {
+	st.s = s
+	st.id = id
+	st.queue = st.qbuf[:0]
+	st.recvWin = int64(s.local.InitialWindow)
+	st.sendWin = int64(s.peer.InitialWindow)
+}
+
+// ID returns the stream's id.
+func (st *Stream) ID() uint32 { return st.id }
+
+// Session returns the stream's session.
+func (st *Stream) Session() *Session { return st.s }
+
+// Open opens a stream for a call (client role). It sends the call header and,
+// if msg is not nil, the first message, together in one write when they fit;
+// end half-closes the send side after msg. The stream must be released with
+// Release when the caller is done with it.
+func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout time.Duration, md []string, msg []byte, end bool) (*Stream, error) {
+	if msg != nil {
+		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
+			return nil, err
+		}
+	}
+	st := streamPool.Get().(*Stream)
+	inline := msg != nil && uint32(len(msg)) <= s.frameSize && s.tryConnCredit(len(msg))
+	b, err := s.w.lock()
+	if err == nil {
+		err = s.registerLocked(st)
+	}
+	if err != nil {
+		s.w.unlock(b)
+		if inline {
+			s.returnConnCredit(len(msg))
+		}
+		streamPool.Put(st)
+		return nil, err
+	}
+	var flags wire.Flags
+	if end && msg == nil {
+		flags = wire.FlagEnd
+	}
+	b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeHeaders, Flags: flags})
+	start := len(b)
+	b = wire.AppendCallHeader(b, method, codec, timeout, md)
+	setLength(b, start)
+	if inline {
+		st.sendWin -= int64(len(msg)) // no one else sees st yet
+		flags = 0
+		if end {
+			flags = wire.FlagEnd
+			st.sendDone = true
+		}
+		b = wire.AppendFrame(b, st.id, wire.TypeData, flags, msg)
+	}
+	if err := s.w.unlock(b); err != nil {
+		st.Release()
+		return nil, err
+	}
+	if msg != nil && !inline {
+		if err := st.Send(ctx, msg, end); err != nil {
+			st.Cancel()
+			st.Release()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// registerLocked assigns st the next stream id and records it. The writer
+// lock is held, so stream ids reach the wire in increasing order.
+func (s *Session) registerLocked(st *Stream) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.goAwayRecv:
+		return ErrGoAway
+	case uint32(len(s.streams)) >= s.peer.MaxStreams:
+		return ErrTooManyStreams
+	}
+	st.init(s, s.nextID)
+	s.nextID += 2
+	s.streams[st.id] = st
+	return nil
+}
+
+func (s *Session) tryConnCredit(n int) bool {
+	s.flowMu.Lock()
+	ok := s.connSendWin >= int64(n)
+	if ok {
+		s.connSendWin -= int64(n)
+	}
+	s.flowMu.Unlock()
+	return ok
+}
+
+func (s *Session) returnConnCredit(n int) { s.onWindow(0, uint32(n)) }
+
+// Send sends one message on the stream, waiting for flow-control credit as
+// needed; end half-closes the send side after it. A message larger than the
+// peer's frame size is sent in chunks that other streams' frames may
+// interleave with.
+func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
+	s := st.s
+	if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
+		return err
+	}
+	if uint32(len(msg)) <= s.frameSize {
+		if err := st.acquire(ctx, len(msg), end); err != nil {
+			return err
+		}
+		var flags wire.Flags
+		if end {
+			flags = wire.FlagEnd
+		}
+		b, err := s.w.lock()
+		if err == nil {
+			b = wire.AppendFrame(b, st.id, wire.TypeData, flags, msg)
+		}
+		if uerr := s.w.unlock(b); err == nil {
+			err = uerr
+		}
+		return err
+	}
+	var prefix [4]byte
+	binary.BigEndian.PutUint32(prefix[:], uint32(len(msg)))
+	rest := msg
+	first := true
+	for len(rest) > 0 {
+		n := int(s.frameSize)
+		if first {
+			n -= 4
+		}
+		n = min(n, len(rest))
+		flags := wire.FlagMore
+		last := n == len(rest)
+		if last {
+			flags = 0
+			if end {
+				flags = wire.FlagEnd
+			}
+		}
+		size := n
+		if first {
+			size += 4
+		}
+		if err := st.acquire(ctx, size, last && end); err != nil {
+			return err
+		}
+		b, err := s.w.lock()
+		if err == nil {
+			b = wire.AppendHeader(b, wire.Header{Length: uint32(size), Stream: st.id, Type: wire.TypeData, Flags: flags})
+			if first {
+				b = append(b, prefix[:]...)
+			}
+			b = append(b, rest[:n]...)
+		}
+		if uerr := s.w.unlock(b); err == nil {
+			err = uerr
+		}
+		if err != nil {
+			return err
+		}
+		rest = rest[n:]
+		first = false
+	}
+	return nil
+}
+
+// acquire takes n bytes of stream and connection credit, waiting for WINDOW
+// frames if needed. end marks the stream's send side closed.
+func (st *Stream) acquire(ctx context.Context, n int, end bool) error {
+	s := st.s
+	for {
+		if err := st.err(); err != nil {
+			return err
+		}
+		s.flowMu.Lock()
+		if st.sendDone {
+			s.flowMu.Unlock()
+			return ErrStreamClosed
+		}
+		if st.sendWin >= int64(n) && s.connSendWin >= int64(n) {
+			st.sendWin -= int64(n)
+			s.connSendWin -= int64(n)
+			st.sendDone = end
+			s.flowMu.Unlock()
+			return nil
+		}
+		if s.connSendWin < int64(n) {
+			s.flowWaiters = append(s.flowWaiters, st)
+		}
+		if st.wnotify == nil {
+			st.wnotify = make(chan struct{}, 1)
+		}
+		ch := st.wnotify
+		s.flowMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return s.Err()
+		}
+	}
+}
+
+func (st *Stream) wakeSender() {
+	st.s.flowMu.Lock()
+	ch := st.wnotify
+	st.s.flowMu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (st *Stream) err() error {
+	st.mu.Lock()
+	err := st.rerr
+	st.mu.Unlock()
+	return err
+}
+
+// Recv returns the next message. It returns io.EOF after the peer
+// half-closed and every message was received. The returned buffer belongs
+// to the caller, who should give it back with pool.Put when done.
+func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
+	for {
+		st.mu.Lock()
+		if st.head < len(st.queue) {
+			q := st.queue[st.head]
+			st.queue[st.head] = queued{}
+			st.head++
+			if st.head == len(st.queue) {
+				st.queue = st.queue[:0]
+				st.head = 0
+			}
+			st.mu.Unlock()
+			st.consumed(int64(q.credit))
+			return q.b, nil
+		}
+		if st.recvEnd && st.asm == nil {
+			st.mu.Unlock()
+			return nil, io.EOF
+		}
+		if st.rerr != nil {
+			err := st.rerr
+			st.mu.Unlock()
+			return nil, err
+		}
+		if st.notify == nil {
+			st.notify = make(chan struct{}, 1)
+		}
+		ch := st.notify
+		st.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// consumed returns n bytes of credit for messages the application took.
+func (st *Stream) consumed(n int64) {
+	s := st.s
+	s.grantConn(n)
+	st.mu.Lock()
+	st.unacked += n
+	owed := st.unacked
+	if owed < int64(s.local.InitialWindow)/2 || st.recvEnd || st.rerr != nil {
+		st.mu.Unlock()
+		return
+	}
+	st.unacked = 0
+	st.recvWin += owed
+	st.mu.Unlock()
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(owed))
+	s.writeFrame(st.id, wire.TypeWindow, 0, p[:])
+}
+
+func (st *Stream) signalLocked() {
+	if st.notify != nil {
+		select {
+		case st.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// onData handles a DATA frame for the stream on the reader goroutine.
+func (st *Stream) onData(h wire.Header, p []byte) error {
+	s := st.s
+	n := int64(len(p))
+	st.mu.Lock()
+	if st.id != h.Stream || st.rerr != nil {
+		st.mu.Unlock()
+		s.grantConn(n)
+		return nil
+	}
+	if st.recvEnd {
+		st.mu.Unlock()
+		return &ProtocolError{Reason: fmt.Sprintf("DATA after end of stream %d", h.Stream)}
+	}
+	st.recvWin -= n
+	if st.recvWin < 0 {
+		st.mu.Unlock()
+		return &ProtocolError{Reason: fmt.Sprintf("stream %d flow-control window exceeded", h.Stream)}
+	}
+	var early int64 // credit returned at once, for chunks of unfinished messages
+	switch {
+	case st.asm == nil && h.Flags&wire.FlagMore == 0:
+		b := pool.Get(len(p))
+		copy(b.B, p)
+		st.queue = append(st.queue, queued{b, int32(n)})
+	case st.asm == nil:
+		if len(p) < 4 {
+			st.mu.Unlock()
+			return &ProtocolError{Reason: "chunked message without its length"}
+		}
+		total := binary.BigEndian.Uint32(p)
+		if total <= uint32(len(p)-4) {
+			st.mu.Unlock()
+			return &ProtocolError{Reason: fmt.Sprintf("chunked message of %d bytes fits one frame", total)}
+		}
+		if total > s.local.MaxMessageSize {
+			st.mu.Unlock()
+			s.grantConn(n)
+			st.tooLarge(&wire.MessageTooLargeError{Size: int64(total), Limit: int64(s.local.MaxMessageSize)})
+			return nil
+		}
+		st.asm = pool.Get(int(total))
+		st.asmN = copy(st.asm.B, p[4:])
+		early = n
+	default:
+		if st.asmN+len(p) > len(st.asm.B) {
+			st.mu.Unlock()
+			return &ProtocolError{Reason: "chunked message longer than declared"}
+		}
+		st.asmN += copy(st.asm.B[st.asmN:], p)
+		if h.Flags&wire.FlagMore != 0 {
+			early = n
+			break
+		}
+		if st.asmN != len(st.asm.B) {
+			st.mu.Unlock()
+			return &ProtocolError{Reason: "chunked message shorter than declared"}
+		}
+		st.queue = append(st.queue, queued{st.asm, int32(n)})
+		st.asm = nil
+	}
+	if h.Flags&wire.FlagEnd != 0 {
+		if st.asm != nil {
+			st.mu.Unlock()
+			return &ProtocolError{Reason: "end of stream inside a chunked message"}
+		}
+		st.recvEnd = true
+	}
+	st.signalLocked()
+	st.mu.Unlock()
+	if early > 0 {
+		st.consumed(early)
+	}
+	return nil
+}
+
+// tooLarge abandons a stream whose incoming message is over the limit: the
+// local side sees err, and the peer a ResourceExhausted status (server role)
+// or a CANCEL (client role).
+func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
+	st.drop(err)
+	st.s.remove(st)
+	if st.s.client {
+		st.s.writeFrame(st.id, wire.TypeCancel, 0, nil)
+	} else {
+		st.s.refuse(st.id, status.ResourceExhausted, err.Error())
+	}
+}
+
+// fail ends the stream with err (the first error wins) and wakes its
+// receiver and sender. Messages already received stay deliverable, ahead of
+// the error.
+func (st *Stream) fail(err error) {
+	st.mu.Lock()
+	if st.rerr == nil {
+		st.rerr = err
+	}
+	st.signalLocked()
+	st.mu.Unlock()
+	st.wakeSender()
+}
+
+// drop fails the stream with err and frees what it holds: queued messages
+// and a partly assembled one, returning their connection credit.
+func (st *Stream) drop(err error) {
+	st.fail(err)
+	st.mu.Lock()
+	var credit int64
+	for i := st.head; i < len(st.queue); i++ {
+		pool.Put(st.queue[i].b)
+		credit += int64(st.queue[i].credit)
+		st.queue[i] = queued{}
+	}
+	st.queue = st.queue[:0]
+	st.head = 0
+	if st.asm != nil {
+		pool.Put(st.asm)
+		st.asm = nil
+	}
+	st.mu.Unlock()
+	st.s.grantConn(credit)
+}
+
+// Header returns the reply metadata block the server sent, if any (client
+// role). It is valid until Release.
+func (st *Stream) Header() ([]byte, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.header, st.hasHeader
+}
+
+// Trailer returns the trailer payload (client role) once Recv has returned
+// io.EOF. It is valid until Release.
+func (st *Stream) Trailer() ([]byte, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.trailer, st.hasTrailer
+}
+
+// Cancel abandons the stream: the peer is sent a CANCEL frame and the stream
+// fails locally with context.Canceled. The session stays up.
+func (st *Stream) Cancel() {
+	st.mu.Lock()
+	done := st.rerr != nil || st.hasTrailer
+	st.mu.Unlock()
+	st.drop(context.Canceled)
+	st.s.remove(st)
+	if !done {
+		st.s.writeFrame(st.id, wire.TypeCancel, 0, nil)
+	}
+}
+
+// Release returns a client stream to the session's pool. The caller must not
+// use st afterwards.
+func (st *Stream) Release() {
+	st.drop(ErrStreamClosed)
+	st.s.remove(st)
+	st.mu.Lock()
+	st.s, st.id, st.Owner = nil, 0, nil
+	st.rerr, st.recvEnd = nil, false
+	st.header, st.hasHeader = st.header[:0], false
+	st.trailer, st.hasTrailer = st.trailer[:0], false
+	st.unacked, st.recvWin = 0, 0
+	if st.notify != nil {
+		select {
+		case <-st.notify:
+		default:
+		}
+	}
+	st.mu.Unlock()
+	st.sendDone = false
+	st.sendWin = 0
+	if st.wnotify != nil {
+		select {
+		case <-st.wnotify:
+		default:
+		}
+	}
+	streamPool.Put(st)
+}
+
+// Finish ends a stream the peer opened (server role): it sends the reply
+// metadata (if header is not nil), the message msg (if hasMsg), and the
+// trailers with the status, in one write when they fit. The stream is then
+// closed.
+func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMsg bool, code status.Code, message string, details [][]byte, trailer []string) error {
+	s := st.s
+	defer st.finished()
+	if hasMsg {
+		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
+			return err
+		}
+	}
+	inline := !hasMsg || uint32(len(msg)) <= s.frameSize
+	if hasMsg && inline {
+		if err := st.acquire(ctx, len(msg), false); err != nil {
+			return err
+		}
+	}
+	if err := st.err(); err != nil {
+		return err
+	}
+	b, err := s.w.lock()
+	if err != nil {
+		s.w.unlock(b)
+		return err
+	}
+	if header != nil {
+		b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeHeaders})
+		start := len(b)
+		b = wire.AppendMetadata(b, header)
+		setLength(b, start)
+	}
+	if hasMsg && inline {
+		b = wire.AppendFrame(b, st.id, wire.TypeData, 0, msg)
+	}
+	if !inline {
+		if err := s.w.unlock(b); err != nil {
+			return err
+		}
+		if err := st.Send(ctx, msg, false); err != nil {
+			return err
+		}
+		if b, err = s.w.lock(); err != nil {
+			s.w.unlock(b)
+			return err
+		}
+	}
+	b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeTrailers, Flags: wire.FlagEnd})
+	start := len(b)
+	b = wire.AppendTrailer(b, uint32(code), message, details, trailer)
+	setLength(b, start)
+	return s.w.unlock(b)
+}
+
+func (st *Stream) finished() {
+	st.drop(ErrStreamClosed)
+	st.s.remove(st)
+}
+
+// Refuse ends a stream the peer opened with a non-OK status and no reply,
+// without waiting for buffer space: it is safe on the reader goroutine.
+func (st *Stream) Refuse(code status.Code, msg string) {
+	st.s.refuse(st.id, code, msg)
+	st.finished()
+}

@@ -1,0 +1,109 @@
+package mux
+
+import (
+	"net"
+	"sync"
+)
+
+// writer is the single writer of a connection. It has no goroutine of its
+// own: the first caller to find the connection idle becomes the flusher and
+// keeps writing, in one syscall per round, whatever other callers appended
+// while it was busy. Concurrent callers' frames are thereby coalesced into as
+// few writes as possible, and a lone caller writes its frames at once.
+type writer struct {
+	conn net.Conn
+
+	mu       sync.Mutex // protects following
+	cond     sync.Cond  // signalled when a flush round ends
+	buf      []byte     // frames waiting to be written
+	spare    []byte     // the other half of the double buffer
+	flushing bool       // a caller is inside conn.Write
+	err      error      // first write error; sticky
+}
+
+// highWater bounds how much a writer buffers while a flush is in progress.
+// Callers that find more pending wait for the flusher instead of growing the
+// buffer without bound.
+const highWater = 256 << 10
+
+func (w *writer) init(conn net.Conn) {
+	w.conn = conn
+	w.cond.L = &w.mu
+	w.buf = make([]byte, 0, 16<<10)
+	w.spare = make([]byte, 0, 16<<10)
+}
+
+// lock acquires the writer and returns the buffer to append frames to. The
+// caller must call unlock with the appended buffer, even on error.
+func (w *writer) lock() ([]byte, error) {
+	w.mu.Lock()
+	for w.err == nil && w.flushing && len(w.buf) >= highWater {
+		w.cond.Wait()
+	}
+	return w.buf, w.err
+}
+
+// lockNoWait is lock for small control frames: it never waits for buffer
+// space, so the reader goroutine cannot deadlock against a peer that is
+// itself blocked writing.
+func (w *writer) lockNoWait() ([]byte, error) {
+	w.mu.Lock()
+	return w.buf, w.err
+}
+
+// unlock stores b as the pending buffer and, unless another caller is already
+// flushing, writes it out. It returns the sticky write error, if any.
+func (w *writer) unlock(b []byte) error {
+	w.buf = b
+	if w.err != nil {
+		w.buf = w.buf[:0]
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.flushing {
+		w.mu.Unlock()
+		return nil
+	}
+	w.flushing = true
+	for len(w.buf) > 0 && w.err == nil {
+		out := w.buf
+		w.buf = w.spare[:0]
+		w.mu.Unlock()
+		_, err := w.conn.Write(out)
+		w.mu.Lock()
+		if cap(out) > 4*highWater {
+			out = make([]byte, 0, 16<<10) // drop a buffer grown by a burst
+		}
+		w.spare = out[:0]
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.cond.Broadcast()
+	}
+	w.flushing = false
+	w.cond.Broadcast()
+	err := w.err
+	w.mu.Unlock()
+	return err
+}
+
+// drain waits until every appended frame was written (or writing failed).
+func (w *writer) drain() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && (w.flushing || len(w.buf) > 0) {
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// fail makes every later write fail with err and wakes blocked writers.
+func (w *writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
