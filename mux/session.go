@@ -31,6 +31,11 @@ type Config struct {
 	// only during the call. OnStream must not block; it typically hands the
 	// stream to a worker, or finishes it at once to refuse it.
 	OnStream func(st *Stream, h *wire.CallHeader)
+	// OnRequest, if set, is called (server role) on the session's reader
+	// goroutine once per stream the peer opened, when its first message is
+	// complete or the peer half-closed without one. It may run the request
+	// inline with Stream.RunInline.
+	OnRequest func(st *Stream)
 	// OnReset is called (server role) when a stream the peer opened is
 	// canceled by the peer or lost with the connection, so that the work
 	// behind it can stop.
@@ -51,6 +56,8 @@ type Session struct {
 	frameSize uint32        // largest DATA payload we send
 	r         *wire.Reader
 	w         writer
+
+	callHeader wire.CallHeader // reader goroutine only: the header being handed to OnStream
 
 	mu         sync.Mutex // protects following
 	streams    map[uint32]*Stream
@@ -74,7 +81,13 @@ type Session struct {
 	connUnacked atomic.Int64 // consumed bytes not yet granted back
 
 	done       chan struct{} // closed when the session ends
-	readerDone chan struct{}
+	readers    sync.WaitGroup // the reader goroutine, and any that took over from it
+
+	// readerState is the reader generation (bumped by each takeover) shifted
+	// left by one, with the low bit set while the reader runs a request
+	// inline (see Stream.RunInline).
+	readerState atomic.Uint64
+	inlineTimer *time.Timer
 	closeOnce  sync.Once
 }
 
@@ -165,7 +178,9 @@ func (s *Session) start(peer wire.Settings) {
 	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
 	s.w.init(s.conn)
 	s.done = make(chan struct{})
-	s.readerDone = make(chan struct{})
+	s.inlineTimer = time.AfterFunc(time.Hour, s.takeover)
+	s.inlineTimer.Stop()
+	s.readers.Add(1)
 	go s.readLoop()
 }
 
@@ -176,6 +191,10 @@ func (s *Session) GoAwayReason() (code status.Code, msg string, ok bool) {
 	defer s.mu.Unlock()
 	return s.goAwayCode, s.goAwayMsg, s.goAwayRecv
 }
+
+// Buffered returns how many bytes the reader has read from the connection
+// but not yet handled. Call it only on the reader goroutine.
+func (s *Session) Buffered() int { return s.r.Buffered() }
 
 // PeerSettings returns the limits the peer announced.
 func (s *Session) PeerSettings() wire.Settings { return s.peer }
@@ -207,7 +226,7 @@ func (s *Session) NumStreams() int {
 // for the session's reader goroutine and is safe to call more than once.
 func (s *Session) Close() error {
 	s.closeWith(ErrClosed)
-	<-s.readerDone
+	s.readers.Wait()
 	return nil
 }
 
@@ -324,8 +343,26 @@ func (s *Session) writeFrame(stream uint32, typ wire.Type, flags wire.Flags, pay
 }
 
 func (s *Session) readLoop() {
-	defer close(s.readerDone)
+	defer s.readers.Done()
+	corked := !s.client // a reader taking over may find the writer corked
+	defer func() {
+		if corked {
+			s.w.uncork()
+		}
+	}()
 	for {
+		// A server corks its writer while whole frames are buffered, so the
+		// replies to requests that arrived together leave in one write.
+		if !s.client {
+			if more := s.r.HasFrame(); more != corked {
+				if more {
+					s.w.cork()
+				} else {
+					s.w.uncork()
+				}
+				corked = more
+			}
+		}
 		h, p, err := s.r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
@@ -341,9 +378,13 @@ func (s *Session) readLoop() {
 			}
 			return
 		}
+		gen := s.readerState.Load() >> 1
 		if err := s.handle(h, p); err != nil {
 			s.closeWith(err)
 			return
+		}
+		if s.readerState.Load()>>1 != gen {
+			return // another goroutine took over reading while a request ran inline
 		}
 	}
 }
@@ -446,7 +487,8 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
 	}
 	s.mu.Unlock()
-	ch, err := wire.ParseCallHeader(p)
+	var err error
+	s.callHeader, err = wire.ParseCallHeader(p)
 	if err != nil && refuse == "" {
 		refuse, code = "malformed call header: "+err.Error(), status.InvalidArgument
 	}
@@ -471,7 +513,8 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	}
 	s.streams[h.Stream] = st
 	s.mu.Unlock()
-	s.cfg.OnStream(st, &ch)
+	s.cfg.OnStream(st, &s.callHeader)
+	s.callHeader = wire.CallHeader{}
 	return nil
 }
 

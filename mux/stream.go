@@ -37,6 +37,7 @@ type Stream struct {
 	notify     chan struct{} // wakes a blocked Recv; created on first need
 	recvWin    int64         // credit the peer may still use on this stream
 	unacked    int64         // bytes consumed but not yet granted back
+	requested  bool          // OnRequest was called (reader goroutine only)
 
 	// protected by s.flowMu
 	sendWin  int64
@@ -416,11 +417,64 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		st.recvEnd = true
 	}
 	st.signalLocked()
+	ready := !st.requested && (len(st.queue) > st.head || st.recvEnd)
 	st.mu.Unlock()
 	if early > 0 {
 		st.consumed(early)
 	}
+	if ready && s.cfg.OnRequest != nil {
+		st.requested = true
+		s.cfg.OnRequest(st) // last: p may be overwritten once it returns
+	}
 	return nil
+}
+
+// PendingSize returns the size of the next message Recv would return, or -1
+// if none is queued.
+func (st *Stream) PendingSize() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.head < len(st.queue) {
+		return len(st.queue[st.head].b.B)
+	}
+	return -1
+}
+
+// takeoverDelay is how long a request may run inline on the reader goroutine
+// before another goroutine takes over reading the connection.
+const takeoverDelay = 200 * time.Microsecond
+
+// RunInline runs fn(st) on the calling goroutine, which must be the
+// session's reader goroutine inside Config.OnRequest. Running a short
+// request where its bytes were read saves two goroutine switches; if fn runs
+// longer than a short delay, a new goroutine takes over reading the
+// connection so other streams are not held up, and the current one leaves
+// the reader loop when fn returns.
+func (st *Stream) RunInline(fn func(*Stream)) {
+	s := st.s
+	g := s.readerState.Load() &^ 1
+	s.readerState.Store(g | 1)
+	s.inlineTimer.Reset(takeoverDelay)
+	fn(st)
+	if s.readerState.CompareAndSwap(g|1, g) {
+		s.inlineTimer.Stop() // still the reader: the timer is ours
+	}
+}
+
+// takeover starts a new reader goroutine if a request is still running
+// inline. It runs on the inline timer's goroutine.
+func (s *Session) takeover() {
+	cur := s.readerState.Load()
+	if cur&1 == 0 || !s.readerState.CompareAndSwap(cur, (cur&^1)+2) {
+		return // the inline request finished meanwhile
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	s.readers.Add(1)
+	go s.readLoop()
 }
 
 // tooLarge abandons a stream whose incoming message is over the limit: the

@@ -18,6 +18,7 @@ type writer struct {
 	buf      []byte     // frames waiting to be written
 	spare    []byte     // the other half of the double buffer
 	flushing bool       // a caller is inside conn.Write
+	corked   bool       // hold frames back (see cork)
 	err      error      // first write error; sticky
 }
 
@@ -52,7 +53,8 @@ func (w *writer) lockNoWait() ([]byte, error) {
 }
 
 // unlock stores b as the pending buffer and, unless another caller is already
-// flushing, writes it out. It returns the sticky write error, if any.
+// flushing or the writer is corked, writes it out. It returns the sticky
+// write error, if any.
 func (w *writer) unlock(b []byte) error {
 	w.buf = b
 	if w.err != nil {
@@ -61,12 +63,18 @@ func (w *writer) unlock(b []byte) error {
 		w.mu.Unlock()
 		return err
 	}
-	if w.flushing {
+	if w.flushing || w.corked && len(w.buf) < highWater {
 		w.mu.Unlock()
 		return nil
 	}
+	return w.flushLocked()
+}
+
+// flushLocked writes the pending buffer, and whatever is appended meanwhile,
+// until none is left. w.mu is held on entry and released on return.
+func (w *writer) flushLocked() error {
 	w.flushing = true
-	for len(w.buf) > 0 && w.err == nil {
+	for len(w.buf) > 0 && w.err == nil && (!w.corked || len(w.buf) >= highWater) {
 		out := w.buf
 		w.buf = w.spare[:0]
 		w.mu.Unlock()
@@ -86,6 +94,25 @@ func (w *writer) unlock(b []byte) error {
 	err := w.err
 	w.mu.Unlock()
 	return err
+}
+
+// cork holds frames back instead of writing them at once, so that the
+// replies to a batch of requests read together leave in one write.
+func (w *writer) cork() {
+	w.mu.Lock()
+	w.corked = true
+	w.mu.Unlock()
+}
+
+// uncork writes what was held back.
+func (w *writer) uncork() {
+	w.mu.Lock()
+	w.corked = false
+	if w.flushing || len(w.buf) == 0 || w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.flushLocked()
 }
 
 // drain waits until every appended frame was written (or writing failed).
