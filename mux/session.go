@@ -80,15 +80,15 @@ type Session struct {
 	connRecvWin atomic.Int64 // credit the peer may still use
 	connUnacked atomic.Int64 // consumed bytes not yet granted back
 
-	done       chan struct{} // closed when the session ends
-	readers    sync.WaitGroup // the reader goroutine, and any that took over from it
+	done    chan struct{}  // closed when the session ends
+	readers sync.WaitGroup // the reader goroutine, and any that took over from it
 
 	// readerState is the reader generation (bumped by each takeover) shifted
 	// left by one, with the low bit set while the reader runs a request
 	// inline (see Stream.RunInline).
 	readerState atomic.Uint64
 	inlineTimer *time.Timer
-	closeOnce  sync.Once
+	closeOnce   sync.Once
 }
 
 // Client performs the client side of the handshake on conn and starts the
