@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/warrenipc/warren/status"
 )
 
 // Sentinel errors.
@@ -23,6 +25,23 @@ var (
 	// side was closed.
 	ErrStreamClosed = errors.New("warren: send on closed stream")
 )
+
+// GoAwayError is the error of a stream the peer did not process because it
+// is going away, and of opening a stream after that. It matches ErrGoAway.
+type GoAwayError struct {
+	Code    status.Code // the code the peer gave; Unavailable or OK when draining
+	Message string
+}
+
+func (e *GoAwayError) Error() string {
+	if e.Message == "" {
+		return ErrGoAway.Error()
+	}
+	return ErrGoAway.Error() + ": " + e.Message
+}
+
+// Is makes errors.Is(err, ErrGoAway) true.
+func (e *GoAwayError) Is(target error) bool { return target == ErrGoAway }
 
 // ConnError reports that a session's connection failed or was closed by the
 // peer. Every stream pending on the session fails with it at once.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -70,6 +69,7 @@ type Session struct {
 	goAwaySent bool
 	sentLast   uint32
 	pings      map[uint64]chan struct{}
+	free       []*Stream // released client streams, for reuse
 	pingSeq    uint64
 	err        error // why the session ended
 
@@ -81,7 +81,10 @@ type Session struct {
 	connUnacked atomic.Int64 // consumed bytes not yet granted back
 
 	done    chan struct{}  // closed when the session ends
-	readers sync.WaitGroup // the reader goroutine, and any that took over from it
+	readers sync.WaitGroup // reader goroutines: the server's, any that took over from it, a client's background reader
+
+	readTok atomic.Bool  // client: a goroutine holds the reader role (see clientread.go)
+	waiters atomic.Int64 // client: goroutines waiting for something the reader delivers
 
 	// readerState is the reader generation (bumped by each takeover) shifted
 	// left by one, with the low bit set while the reader runs a request
@@ -177,11 +180,14 @@ func (s *Session) start(peer wire.Settings) {
 	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
 	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
 	s.w.init(s.conn)
+	s.w.onErr = s.closeWith
 	s.done = make(chan struct{})
 	s.inlineTimer = time.AfterFunc(time.Hour, s.takeover)
 	s.inlineTimer.Stop()
-	s.readers.Add(1)
-	go s.readLoop()
+	if !s.client {
+		s.readers.Add(1)
+		go s.readLoop()
+	}
 }
 
 // GoAwayReason returns the code and message of the peer's GOAWAY, if it
@@ -238,6 +244,20 @@ func (s *Session) Flush() error { return s.w.drain() }
 // closeWith ends the session with err (the first error wins).
 func (s *Session) closeWith(err error) {
 	s.closeOnce.Do(func() {
+		var pe *ProtocolError
+		if errors.As(err, &pe) {
+			// Tell the peer why before hanging up.
+			s.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			b, _ := s.w.lockNoWait()
+			b = wire.AppendHeader(b, wire.Header{Type: wire.TypeGoAway})
+			start := len(b)
+			s.mu.Lock()
+			last := s.lastPeerID
+			s.mu.Unlock()
+			b = wire.AppendGoAway(b, last, uint32(status.Internal), pe.Error())
+			setLength(b, start)
+			s.w.unlock(b)
+		}
 		s.mu.Lock()
 		s.err = err
 		streams := s.streams
@@ -320,6 +340,11 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 	if err := s.writeFrame(0, wire.TypePing, 0, p[:]); err != nil {
 		return 0, err
 	}
+	if s.client {
+		s.waiters.Add(1)
+		defer s.waiters.Add(-1)
+		s.ensureReader()
+	}
 	select {
 	case <-ch:
 		if err := s.Err(); err != nil {
@@ -365,17 +390,7 @@ func (s *Session) readLoop() {
 		}
 		h, p, err := s.r.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-				s.closeWith(&ConnError{Err: err})
-			} else {
-				var fe *wire.FrameError
-				var fl *wire.FrameTooLargeError
-				if errors.As(err, &fe) || errors.As(err, &fl) {
-					s.closeWith(&ProtocolError{Reason: err.Error()})
-				} else {
-					s.closeWith(&ConnError{Err: err})
-				}
-			}
+			s.closeWith(readError(err))
 			return
 		}
 		gen := s.readerState.Load() >> 1
@@ -445,8 +460,9 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 			}
 		}
 		s.mu.Unlock()
+		gerr := &GoAwayError{Code: status.Code(code), Message: string(msg)}
 		for _, st := range refused {
-			st.fail(ErrGoAway)
+			st.fail(gerr)
 		}
 	}
 	return nil
@@ -461,8 +477,8 @@ func (s *Session) lookup(id uint32) *Stream {
 
 func (s *Session) remove(st *Stream) {
 	s.mu.Lock()
-	if s.streams[st.id] == st {
-		delete(s.streams, st.id)
+	if s.streams[st.ID()] == st {
+		delete(s.streams, st.ID())
 	}
 	s.mu.Unlock()
 }
@@ -515,6 +531,10 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	s.mu.Unlock()
 	s.cfg.OnStream(st, &s.callHeader)
 	s.callHeader = wire.CallHeader{}
+	if st.recvEnd && s.cfg.OnRequest != nil {
+		st.requested = true // half-closed without a message
+		s.cfg.OnRequest(st)
+	}
 	return nil
 }
 
@@ -537,7 +557,7 @@ func (s *Session) onReplyHeaders(h wire.Header, p []byte) error {
 		return nil
 	}
 	st.mu.Lock()
-	if st.id == h.Stream {
+	if st.ID() == h.Stream {
 		st.header = append(st.header[:0], p...)
 		st.hasHeader = true
 	}
@@ -556,7 +576,7 @@ func (s *Session) onTrailers(h wire.Header, p []byte) error {
 		return nil
 	}
 	st.mu.Lock()
-	if st.id != h.Stream {
+	if st.ID() != h.Stream {
 		st.mu.Unlock()
 		return nil
 	}
@@ -621,7 +641,7 @@ func (s *Session) onWindow(id uint32, incr uint32) {
 		return
 	}
 	s.flowMu.Lock()
-	if st.id == id {
+	if st.ID() == id {
 		st.sendWin += int64(incr)
 	}
 	s.flowMu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/internal/pool"
@@ -16,8 +17,8 @@ import (
 // Stream is one call on a session: an ordered, flow-controlled sequence of
 // messages in each direction, ended by the server's trailers.
 type Stream struct {
-	s  *Session
-	id uint32
+	s   *Session
+	idv atomic.Uint32 // the stream id; 0 while a pooled client stream is free
 
 	// Owner is free for the layer above, typically its per-call state.
 	Owner any
@@ -38,6 +39,7 @@ type Stream struct {
 	recvWin    int64         // credit the peer may still use on this stream
 	unacked    int64         // bytes consumed but not yet granted back
 	requested  bool          // OnRequest was called (reader goroutine only)
+	waiting    atomic.Bool   // a client goroutine waits in Recv (see clientread.go)
 
 	// protected by s.flowMu
 	sendWin  int64
@@ -50,18 +52,22 @@ type queued struct {
 	credit int32 // flow-control credit returned when b is received
 }
 
-var streamPool = sync.Pool{New: func() any { return new(Stream) }}
-
 func (st *Stream) init(s *Session, id uint32) {
-	st.s = s
-	st.id = id
+	if st.s == nil {
+		st.s = s // pooled client streams keep their session
+	}
+	st.mu.Lock()
+	st.idv.Store(id)
 	st.queue = st.qbuf[:0]
 	st.recvWin = int64(s.local.InitialWindow)
+	st.mu.Unlock()
+	s.flowMu.Lock()
 	st.sendWin = int64(s.peer.InitialWindow)
+	s.flowMu.Unlock()
 }
 
 // ID returns the stream's id.
-func (st *Stream) ID() uint32 { return st.id }
+func (st *Stream) ID() uint32 { return st.idv.Load() }
 
 // Session returns the stream's session.
 func (st *Stream) Session() *Session { return st.s }
@@ -76,7 +82,7 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 			return nil, err
 		}
 	}
-	st := streamPool.Get().(*Stream)
+	st := s.newClientStream()
 	inline := msg != nil && uint32(len(msg)) <= s.frameSize && s.tryConnCredit(len(msg))
 	b, err := s.w.lock()
 	if err == nil {
@@ -87,14 +93,14 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 		if inline {
 			s.returnConnCredit(len(msg))
 		}
-		streamPool.Put(st)
+		s.freeClientStream(st)
 		return nil, err
 	}
 	var flags wire.Flags
 	if end && msg == nil {
 		flags = wire.FlagEnd
 	}
-	b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeHeaders, Flags: flags})
+	b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders, Flags: flags})
 	start := len(b)
 	b = wire.AppendCallHeader(b, method, codec, timeout, md)
 	setLength(b, start)
@@ -105,7 +111,7 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 			flags = wire.FlagEnd
 			st.sendDone = true
 		}
-		b = wire.AppendFrame(b, st.id, wire.TypeData, flags, msg)
+		b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
 	}
 	if err := s.w.unlock(b); err != nil {
 		st.Release()
@@ -130,13 +136,13 @@ func (s *Session) registerLocked(st *Stream) error {
 	case s.err != nil:
 		return s.err
 	case s.goAwayRecv:
-		return ErrGoAway
+		return &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
 	case uint32(len(s.streams)) >= s.peer.MaxStreams:
 		return ErrTooManyStreams
 	}
 	st.init(s, s.nextID)
 	s.nextID += 2
-	s.streams[st.id] = st
+	s.streams[st.ID()] = st
 	return nil
 }
 
@@ -171,7 +177,7 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 		}
 		b, err := s.w.lock()
 		if err == nil {
-			b = wire.AppendFrame(b, st.id, wire.TypeData, flags, msg)
+			b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
 		}
 		if uerr := s.w.unlock(b); err == nil {
 			err = uerr
@@ -205,7 +211,7 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 		}
 		b, err := s.w.lock()
 		if err == nil {
-			b = wire.AppendHeader(b, wire.Header{Length: uint32(size), Stream: st.id, Type: wire.TypeData, Flags: flags})
+			b = wire.AppendHeader(b, wire.Header{Length: uint32(size), Stream: st.ID(), Type: wire.TypeData, Flags: flags})
 			if first {
 				b = append(b, prefix[:]...)
 			}
@@ -251,12 +257,23 @@ func (st *Stream) acquire(ctx context.Context, n int, end bool) error {
 		}
 		ch := st.wnotify
 		s.flowMu.Unlock()
+		if s.client {
+			s.waiters.Add(1)
+			s.ensureReader()
+		}
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
 		case <-s.done:
-			return s.Err()
+			err = s.Err()
+		}
+		if s.client {
+			s.waiters.Add(-1)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -312,6 +329,12 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 		}
 		ch := st.notify
 		st.mu.Unlock()
+		if s := st.s; s.client {
+			if err := s.waitRead(ctx, st, ch); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -321,10 +344,18 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 }
 
 // consumed returns n bytes of credit for messages the application took.
-func (st *Stream) consumed(n int64) {
+func (st *Stream) consumed(n int64) { st.consumedID(st.ID(), n) }
+
+// consumedID is consumed for the stream with the given id: if st was released
+// and reused meanwhile, only the connection credit is returned.
+func (st *Stream) consumedID(id uint32, n int64) {
 	s := st.s
 	s.grantConn(n)
 	st.mu.Lock()
+	if st.ID() != id {
+		st.mu.Unlock()
+		return
+	}
 	st.unacked += n
 	owed := st.unacked
 	if owed < int64(s.local.InitialWindow)/2 || st.recvEnd || st.rerr != nil {
@@ -336,7 +367,7 @@ func (st *Stream) consumed(n int64) {
 	st.mu.Unlock()
 	var p [4]byte
 	binary.BigEndian.PutUint32(p[:], uint32(owed))
-	s.writeFrame(st.id, wire.TypeWindow, 0, p[:])
+	s.writeFrame(id, wire.TypeWindow, 0, p[:])
 }
 
 func (st *Stream) signalLocked() {
@@ -353,7 +384,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	s := st.s
 	n := int64(len(p))
 	st.mu.Lock()
-	if st.id != h.Stream || st.rerr != nil {
+	if st.ID() != h.Stream || st.rerr != nil {
 		st.mu.Unlock()
 		s.grantConn(n)
 		return nil
@@ -370,6 +401,12 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	var early int64 // credit returned at once, for chunks of unfinished messages
 	switch {
 	case st.asm == nil && h.Flags&wire.FlagMore == 0:
+		if uint32(len(p)) > s.local.MaxMessageSize {
+			st.mu.Unlock()
+			s.grantConn(n)
+			st.tooLarge(&wire.MessageTooLargeError{Size: int64(len(p)), Limit: int64(s.local.MaxMessageSize)})
+			return nil
+		}
 		b := pool.Get(len(p))
 		copy(b.B, p)
 		st.queue = append(st.queue, queued{b, int32(n)})
@@ -420,7 +457,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	ready := !st.requested && (len(st.queue) > st.head || st.recvEnd)
 	st.mu.Unlock()
 	if early > 0 {
-		st.consumed(early)
+		st.consumedID(h.Stream, early)
 	}
 	if ready && s.cfg.OnRequest != nil {
 		st.requested = true
@@ -484,9 +521,9 @@ func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
 	st.drop(err)
 	st.s.remove(st)
 	if st.s.client {
-		st.s.writeFrame(st.id, wire.TypeCancel, 0, nil)
+		st.s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
 	} else {
-		st.s.refuse(st.id, status.ResourceExhausted, err.Error())
+		st.s.refuse(st.ID(), status.ResourceExhausted, err.Error())
 	}
 }
 
@@ -549,7 +586,7 @@ func (st *Stream) Cancel() {
 	st.drop(context.Canceled)
 	st.s.remove(st)
 	if !done {
-		st.s.writeFrame(st.id, wire.TypeCancel, 0, nil)
+		st.s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
 	}
 }
 
@@ -559,11 +596,13 @@ func (st *Stream) Release() {
 	st.drop(ErrStreamClosed)
 	st.s.remove(st)
 	st.mu.Lock()
-	st.s, st.id, st.Owner = nil, 0, nil
+	st.idv.Store(0)
+	st.Owner = nil
 	st.rerr, st.recvEnd = nil, false
 	st.header, st.hasHeader = st.header[:0], false
 	st.trailer, st.hasTrailer = st.trailer[:0], false
 	st.unacked, st.recvWin = 0, 0
+	st.requested = false
 	if st.notify != nil {
 		select {
 		case <-st.notify:
@@ -571,6 +610,8 @@ func (st *Stream) Release() {
 		}
 	}
 	st.mu.Unlock()
+	s := st.s
+	s.flowMu.Lock()
 	st.sendDone = false
 	st.sendWin = 0
 	if st.wnotify != nil {
@@ -579,7 +620,35 @@ func (st *Stream) Release() {
 		default:
 		}
 	}
-	streamPool.Put(st)
+	s.flowMu.Unlock()
+	s.freeClientStream(st)
+}
+
+// maxFreeStreams bounds a session's pool of client streams.
+const maxFreeStreams = 256
+
+// newClientStream takes a stream from the session's pool. Streams are
+// pooled per session, so a stale reference to a released stream still
+// points at the right session, and its id tells it apart.
+func (s *Session) newClientStream() *Stream {
+	s.mu.Lock()
+	if n := len(s.free); n > 0 {
+		st := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		s.mu.Unlock()
+		return st
+	}
+	s.mu.Unlock()
+	return &Stream{s: s}
+}
+
+func (s *Session) freeClientStream(st *Stream) {
+	s.mu.Lock()
+	if len(s.free) < maxFreeStreams {
+		s.free = append(s.free, st)
+	}
+	s.mu.Unlock()
 }
 
 // Finish ends a stream the peer opened (server role): it sends the reply
@@ -609,13 +678,13 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 		return err
 	}
 	if header != nil {
-		b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeHeaders})
+		b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders})
 		start := len(b)
 		b = wire.AppendMetadata(b, header)
 		setLength(b, start)
 	}
 	if hasMsg && inline {
-		b = wire.AppendFrame(b, st.id, wire.TypeData, 0, msg)
+		b = wire.AppendFrame(b, st.ID(), wire.TypeData, 0, msg)
 	}
 	if !inline {
 		if err := s.w.unlock(b); err != nil {
@@ -629,7 +698,7 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 			return err
 		}
 	}
-	b = wire.AppendHeader(b, wire.Header{Stream: st.id, Type: wire.TypeTrailers, Flags: wire.FlagEnd})
+	b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeTrailers, Flags: wire.FlagEnd})
 	start := len(b)
 	b = wire.AppendTrailer(b, uint32(code), message, details, trailer)
 	setLength(b, start)
@@ -644,6 +713,6 @@ func (st *Stream) finished() {
 // Refuse ends a stream the peer opened with a non-OK status and no reply,
 // without waiting for buffer space: it is safe on the reader goroutine.
 func (st *Stream) Refuse(code status.Code, msg string) {
-	st.s.refuse(st.id, code, msg)
+	st.s.refuse(st.ID(), code, msg)
 	st.finished()
 }

@@ -13,13 +13,14 @@ import (
 type writer struct {
 	conn net.Conn
 
-	mu       sync.Mutex // protects following
-	cond     sync.Cond  // signalled when a flush round ends
-	buf      []byte     // frames waiting to be written
-	spare    []byte     // the other half of the double buffer
-	flushing bool       // a caller is inside conn.Write
-	corked   bool       // hold frames back (see cork)
-	err      error      // first write error; sticky
+	mu       sync.Mutex  // protects following
+	cond     sync.Cond   // signalled when a flush round ends
+	buf      []byte      // frames waiting to be written
+	spare    []byte      // the other half of the double buffer
+	flushing bool        // a caller is inside conn.Write
+	corked   bool        // hold frames back (see cork)
+	err      error       // first write error; sticky
+	onErr    func(error) // called once, without the lock, when a write fails
 }
 
 // highWater bounds how much a writer buffers while a flush is in progress.
@@ -85,7 +86,10 @@ func (w *writer) flushLocked() error {
 		}
 		w.spare = out[:0]
 		if err != nil && w.err == nil {
-			w.err = err
+			w.err = &ConnError{Err: err}
+			if w.onErr != nil {
+				defer w.onErr(w.err) // runs after the unlock below
+			}
 		}
 		w.cond.Broadcast()
 	}
