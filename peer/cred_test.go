@@ -1,0 +1,82 @@
+package peer_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/warrenipc/warren/peer"
+)
+
+// unixPair returns both ends of a connected Unix domain socket.
+func unixPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
+
+func TestReadCred(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("peer credentials are read on linux and darwin only")
+	}
+	client, server := unixPair(t)
+	for name, c := range map[string]net.Conn{"server side": server, "client side": client} {
+		t.Run(name, func(t *testing.T) {
+			cred, err := peer.ReadCred(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := peer.Cred{UID: os.Geteuid(), GID: os.Getegid(), PID: os.Getpid()}
+			if cred != want {
+				t.Errorf("ReadCred = %+v, want %+v", cred, want)
+			}
+		})
+	}
+	t.Run("through NetConn", func(t *testing.T) {
+		// A tls.Conn is never handshaken here: ReadCred only unwraps it.
+		cred, err := peer.ReadCred(tls.Client(client, &tls.Config{}))
+		if err != nil || cred.PID != os.Getpid() {
+			t.Fatalf("ReadCred(tls.Conn) = %+v, %v", cred, err)
+		}
+	})
+}
+
+func TestReadCredNotUnix(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	for name, conn := range map[string]net.Conn{"tcp": c, "pipe": a, "nil": nil} {
+		if _, err := peer.ReadCred(conn); !errors.Is(err, peer.ErrNoCred) {
+			t.Errorf("%s: ReadCred error = %v, want ErrNoCred", name, err)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenipc/warren/peer"
+)
+
+// Conn is a connection from Listen or Dial that knows its peer. It
+// implements net.Conn. For tls, no byte of application data moves before the
+// handshake has completed and the policy has allowed the peer: Read and Write
+// call Handshake first.
+type Conn struct {
+	raw              net.Conn    // the accepted or dialed connection
+	tls              *tls.Conn   // non-nil for tls
+	io               net.Conn    // tls if set, else raw: all I/O goes here
+	local            net.Addr    // overrides io.LocalAddr when set
+	remote           net.Addr    // overrides io.RemoteAddr when set
+	peer             *peer.Peer  // the other end
+	srv              *Listener   // the Listener that accepted the Conn; nil if dialed
+	policy           peer.Policy // applied to a tls peer after the handshake
+	handshakeTimeout time.Duration
+
+	handshakeOK atomic.Bool // the handshake completed and the policy allowed the peer
+	closedByHS  atomic.Bool // Handshake failed and closed the connection
+
+	hsMu   sync.Mutex // protects hsDone and hsErr; held for the whole handshake
+	hsDone bool
+	hsErr  error
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// Peer describes the other end of the connection: the client, on a
+// connection from Accept, or the server, on one from Dial. For tls, its TLS
+// field is set by Handshake: read it after Handshake returns.
+func (c *Conn) Peer() *peer.Peer { return c.peer }
+
+// Handshake completes the TLS handshake, if it has not run yet, records the
+// connection state in Peer().TLS and applies the policy. A failed handshake
+// or a refused peer closes the connection, and every later call returns the
+// same error, which matches peer.ErrDenied for a refused peer. For other
+// networks Handshake does nothing and returns nil.
+//
+// On the server side the handshake is also bounded by
+// ListenConfig.HandshakeTimeout.
+func (c *Conn) Handshake(ctx context.Context) error {
+	if c.tls == nil || c.handshakeOK.Load() {
+		return nil
+	}
+	c.hsMu.Lock()
+	defer c.hsMu.Unlock()
+	if c.hsDone {
+		return c.hsErr
+	}
+	if c.handshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.handshakeTimeout)
+		defer cancel()
+	}
+	err := c.tls.HandshakeContext(ctx)
+	if err != nil {
+		err = fmt.Errorf("warren: tls handshake: %w", err)
+	} else {
+		st := c.tls.ConnectionState()
+		c.peer.TLS = &st
+		if err = peer.Authorize(c.policy, c.peer); err != nil && c.srv != nil {
+			c.srv.reject(c.peer, err)
+		}
+	}
+	c.hsDone, c.hsErr = true, err
+	if err != nil {
+		c.closedByHS.Store(true)
+		c.raw.Close()
+		return err
+	}
+	c.handshakeOK.Store(true)
+	return nil
+}
+
+// Read reads data from the connection, after the handshake for tls.
+func (c *Conn) Read(b []byte) (int, error) {
+	if c.tls != nil && !c.handshakeOK.Load() {
+		if err := c.Handshake(context.Background()); err != nil {
+			return 0, err
+		}
+	}
+	n, err := c.io.Read(b)
+	if err != nil && c.local != nil {
+		c.fixAddr(err)
+	}
+	return n, err
+}
+
+// Write writes data to the connection, after the handshake for tls.
+func (c *Conn) Write(b []byte) (int, error) {
+	if c.tls != nil && !c.handshakeOK.Load() {
+		if err := c.Handshake(context.Background()); err != nil {
+			return 0, err
+		}
+	}
+	n, err := c.io.Write(b)
+	if err != nil && c.local != nil {
+		c.fixAddr(err)
+	}
+	return n, err
+}
+
+// fixAddr puts the socket file's path in place of the private name the
+// server's socket was bound under (see the package documentation) in a
+// *net.OpError that the net package has just returned.
+func (c *Conn) fixAddr(err error) {
+	if oe, ok := err.(*net.OpError); ok && oe.Source != nil {
+		oe.Source = c.local
+	}
+}
+
+// CloseWrite shuts down the writing side of the connection, so that the
+// peer reads io.EOF, if the underlying connection supports it (Unix, TCP,
+// and TLS after the handshake).
+func (c *Conn) CloseWrite() error {
+	cw, ok := c.io.(interface{ CloseWrite() error })
+	if !ok {
+		return fmt.Errorf("warren: %T does not support CloseWrite", c.io)
+	}
+	if c.tls != nil && !c.handshakeOK.Load() {
+		if err := c.Handshake(context.Background()); err != nil {
+			return err
+		}
+	}
+	return cw.CloseWrite()
+}
+
+// Close closes the connection. After a failed handshake, which has closed
+// it already, Close returns nil.
+func (c *Conn) Close() error {
+	err := c.io.Close()
+	if c.closedByHS.Load() {
+		return nil
+	}
+	return err
+}
+
+// LocalAddr returns this end's address.
+func (c *Conn) LocalAddr() net.Addr {
+	if c.local != nil {
+		return c.local
+	}
+	return c.io.LocalAddr()
+}
+
+// RemoteAddr returns the other end's address.
+func (c *Conn) RemoteAddr() net.Addr {
+	if c.remote != nil {
+		return c.remote
+	}
+	return c.io.RemoteAddr()
+}
+
+// SetDeadline sets the read and write deadlines, as net.Conn does.
+func (c *Conn) SetDeadline(t time.Time) error { return c.io.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline, as net.Conn does.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.io.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline, as net.Conn does.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.io.SetWriteDeadline(t) }
+
+// NetConn returns the underlying connection, such as a *net.UnixConn, for
+// operations Conn does not offer. Reading or writing it directly bypasses
+// TLS and, before the handshake, the policy.
+func (c *Conn) NetConn() net.Conn { return c.raw }

@@ -1,0 +1,319 @@
+package transport
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenipc/warren/peer"
+)
+
+// DefaultHandshakeTimeout bounds a server's TLS handshake when
+// ListenConfig.HandshakeTimeout is zero.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Owner names the owner and group of a socket file. -1 leaves the owner or
+// group as the process creates it (in ListenConfig) or accepts any (in
+// DialConfig).
+type Owner struct {
+	UID int
+	GID int
+}
+
+// ListenConfig configures Listen. The zero value, and a nil *ListenConfig,
+// give the defaults. Options about socket files are ignored for addresses
+// that have none (abstract sockets, tcp and tls), so that moving a server
+// from a socket file to the network changes only its address.
+type ListenConfig struct {
+	// TLS is the server configuration for tls:// addresses, where it is
+	// required. It is cloned by Listen.
+	TLS *tls.Config
+
+	// Mode is the permission bits of the socket file; 0 means 0600. Only
+	// permission bits are allowed.
+	Mode fs.FileMode
+	// Owner, if set, is applied to the socket file before it can be reached
+	// at its path. Changing the owner needs privileges; changing only the
+	// group needs membership in it.
+	Owner *Owner
+	// MkdirAll creates missing parent directories of the socket file with
+	// mode 0700, owned by the process.
+	MkdirAll bool
+
+	// Policy decides which peers may connect. Nil means peer.SameUser() for
+	// unix addresses and peer.AllowAll() for tcp and tls. Unix peers are
+	// checked at accept, before any byte is read; TLS peers once the
+	// handshake has completed, so that the policy can see their verified
+	// certificates.
+	Policy peer.Policy
+
+	// Logger receives one line for each rejected peer. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// HandshakeTimeout bounds each TLS handshake on the server side; 0 means
+	// DefaultHandshakeTimeout and a negative value means no limit besides
+	// the context's.
+	HandshakeTimeout time.Duration
+}
+
+// Stats counts a Listener's connections.
+type Stats struct {
+	Accepted uint64 // connections returned by Accept
+	// Rejected counts peers the policy refused: at accept, in which case
+	// Accept did not return them, or at the TLS handshake.
+	Rejected uint64
+}
+
+// Listener accepts connections whose peers the policy allows. It implements
+// net.Listener and starts no goroutines.
+type Listener struct {
+	ln               net.Listener
+	addr             Addr     // as listened on, with the port the system chose
+	netAddr          net.Addr // what Addr returns
+	policy           peer.Policy
+	tlsConfig        *tls.Config
+	logger           *slog.Logger // nil means slog.Default()
+	handshakeTimeout time.Duration
+	file             *socketFile // the socket file Listen created; nil if none
+
+	accepted atomic.Uint64
+	rejected atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error // the result of the first Close
+}
+
+var (
+	_ net.Listener = (*Listener)(nil)
+	_ net.Addr     = Addr{}
+)
+
+// Listen listens on addr, a warren address (see ParseAddr).
+//
+// For a socket file, Listen creates the file with its final mode and owner,
+// replaces a stale socket, and refuses with ErrAddrInUse if a server is
+// accepting on the socket already there and with ErrNotSocket if something
+// else is at the path, as the package documentation describes. Close removes
+// the file.
+func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
+	a, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &ListenConfig{}
+	}
+	fail := func(err error) (*Listener, error) { return nil, &opError{op: "listen", addr: a.String(), err: err} }
+	l := &Listener{
+		addr:             a,
+		policy:           cfg.Policy,
+		logger:           cfg.Logger,
+		handshakeTimeout: cfg.HandshakeTimeout,
+	}
+	if l.handshakeTimeout == 0 {
+		l.handshakeTimeout = DefaultHandshakeTimeout
+	}
+	if l.policy == nil {
+		if a.Scheme == SchemeUnix {
+			l.policy = peer.SameUser()
+		} else {
+			l.policy = peer.AllowAll()
+		}
+	}
+
+	switch {
+	case a.isFile():
+		perm := cfg.Mode
+		if perm&^fs.ModePerm != 0 {
+			return fail(fmt.Errorf("mode %v has bits other than permission bits", perm))
+		}
+		if perm == 0 {
+			perm = 0o600
+		}
+		if err := a.checkPathLen(); err != nil {
+			return fail(err)
+		}
+		if cfg.MkdirAll {
+			if err := os.MkdirAll(filepath.Dir(a.Address), 0o700); err != nil {
+				return fail(fmt.Errorf("create parent directories: %w", err))
+			}
+		}
+		ln, f, err := listenFile(a.Address, perm, cfg.Owner)
+		if err != nil {
+			return fail(err)
+		}
+		l.ln, l.file = ln, f
+		l.netAddr = &net.UnixAddr{Name: a.Address, Net: "unix"}
+	case a.Scheme == SchemeUnix: // abstract
+		if err := a.checkPathLen(); err != nil {
+			return fail(err)
+		}
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: a.Address, Net: "unix"})
+		if err != nil {
+			return fail(err)
+		}
+		l.ln, l.netAddr = ln, ln.Addr()
+	default:
+		if a.Scheme == SchemeTLS {
+			if cfg.TLS == nil {
+				return fail(errors.New("a tls:// address needs ListenConfig.TLS"))
+			}
+			if len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
+				return fail(errors.New("ListenConfig.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)"))
+			}
+			l.tlsConfig = cfg.TLS.Clone()
+		}
+		ln, err := net.Listen("tcp", a.Address)
+		if err != nil {
+			return fail(err)
+		}
+		l.ln, l.netAddr = ln, ln.Addr()
+		if host, _, err := net.SplitHostPort(a.Address); err == nil {
+			if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+				l.addr.Address = net.JoinHostPort(host, strconv.Itoa(ta.Port))
+			}
+		}
+	}
+	return l, nil
+}
+
+// Accept waits for the next connection whose peer the policy allows and
+// returns it as a *Conn. Peers the policy refuses are closed, logged and
+// counted in Stats, and Accept goes on waiting. It returns an error matching
+// net.ErrClosed once the Listener is closed.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.AcceptConn()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AcceptConn is Accept returning the *Conn type.
+//
+// For unix peers the kernel credentials are read and the policy applied
+// before any byte is read. TLS connections are returned before their
+// handshake, which runs on the first Read, Write or Handshake call, so that
+// a slow client cannot stall Accept.
+func (l *Listener) AcceptConn() (*Conn, error) {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if oe, ok := err.(*net.OpError); ok && l.file != nil {
+				oe.Addr = l.netAddr // not the private name it was bound under
+			}
+			return nil, err
+		}
+		if conn := l.admit(c); conn != nil {
+			l.accepted.Add(1)
+			return conn, nil
+		}
+	}
+}
+
+// admit wraps a newly accepted connection, or rejects its peer and returns
+// nil.
+func (l *Listener) admit(c net.Conn) *Conn {
+	conn := &Conn{
+		raw:    c,
+		io:     c,
+		srv:    l,
+		policy: l.policy,
+		peer: &peer.Peer{
+			Network:    l.addr.Scheme,
+			LocalAddr:  c.LocalAddr(),
+			RemoteAddr: c.RemoteAddr(),
+		},
+	}
+	switch {
+	case l.addr.Scheme == SchemeTLS:
+		conn.tls = tls.Server(c, l.tlsConfig)
+		conn.io = conn.tls
+		conn.handshakeTimeout = l.handshakeTimeout
+		return conn // the policy runs after the handshake
+	case l.addr.isFile():
+		// The kernel reports the private name the socket was bound under;
+		// report the path instead.
+		conn.local = l.netAddr
+		conn.peer.LocalAddr = l.netAddr
+		fallthrough
+	case l.addr.Scheme == SchemeUnix:
+		// Failing to read credentials leaves HasCred false, which every
+		// credential-based policy refuses.
+		if cred, err := peer.ReadCred(c); err == nil {
+			conn.peer.HasCred = true
+			conn.peer.UID, conn.peer.GID, conn.peer.PID = cred.UID, cred.GID, cred.PID
+		}
+	}
+	if err := peer.Authorize(l.policy, conn.peer); err != nil {
+		l.reject(conn.peer, err)
+		c.Close()
+		return nil
+	}
+	return conn
+}
+
+// reject logs and counts a peer the policy refused. The caller closes its
+// connection.
+func (l *Listener) reject(p *peer.Peer, err error) {
+	attrs := []any{slog.String("listener", l.addr.String()), slog.String("network", p.Network)}
+	if p.HasCred {
+		attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
+	}
+	if a := p.RemoteAddr; a != nil {
+		if s := a.String(); s != "" && s != "@" {
+			attrs = append(attrs, slog.String("remote", s))
+		}
+	}
+	attrs = append(attrs, slog.Any("err", err))
+	logger := l.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn("peer rejected", attrs...)
+	l.rejected.Add(1)
+}
+
+// Stats returns the Listener's counters.
+func (l *Listener) Stats() Stats {
+	return Stats{Accepted: l.accepted.Load(), Rejected: l.rejected.Load()}
+}
+
+// Addr returns the listener's network address: for a socket file, its path
+// as given to Listen; for tcp and tls, the address with the port the system
+// chose.
+func (l *Listener) Addr() net.Addr { return l.netAddr }
+
+// Endpoint returns the warren address to dial this listener at, with the
+// port the system chose for a tcp or tls address with port 0.
+func (l *Listener) Endpoint() Addr { return l.addr }
+
+// Close stops listening and removes the socket file Listen created, unless
+// the path now holds another socket (a newer server's). Connections already
+// accepted stay open. Close may be called more than once; later calls return
+// the first call's result.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		var errs []error
+		// Remove the file first, while the socket is still live, so that a
+		// server starting at the same path never sees it stale.
+		if l.file != nil {
+			errs = append(errs, l.file.remove())
+		}
+		errs = append(errs, l.ln.Close())
+		if err := errors.Join(errs...); err != nil {
+			l.closeErr = &opError{op: "close", addr: l.addr.String(), err: err}
+		}
+	})
+	return l.closeErr
+}
