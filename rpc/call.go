@@ -1,0 +1,177 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+type callKey struct{}
+
+// Call states. An admitted call holds a slot under the concurrency limits
+// until it has run, or until it is abandoned before it could start (a cancel
+// or a lost connection before the request arrived); exactly one of the two
+// releases the slot.
+const (
+	callIdle int32 = iota
+	callAdmitted
+	callStarted
+	callReleased
+)
+
+// serverCall is everything the server keeps for one call, allocated once
+// when the stream opens. It is also the handler's context: the deadline is
+// checked lazily and a timer is started only if the handler asks for Done.
+type serverCall struct {
+	st       mux.Stream
+	conn     *serverConn
+	h        *handler
+	codec    codec.Codec
+	deadline time.Time    // zero: none
+	md       []byte       // request metadata block, copied
+	state    atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+
+	mu    sync.Mutex // protects following
+	done  chan struct{}
+	err   error
+	timer *time.Timer
+
+	mdMu    sync.Mutex // protects following
+	header  Metadata
+	trailer Metadata
+}
+
+var _ context.Context = (*serverCall)(nil)
+
+func (c *serverCall) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+func (c *serverCall) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		} else if !c.deadline.IsZero() {
+			c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.cancel(context.DeadlineExceeded) })
+		}
+	}
+	return c.done
+}
+
+func (c *serverCall) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err == nil && !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (c *serverCall) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return c
+	}
+	return c.conn.ctx.Value(key)
+}
+
+func (c *serverCall) String() string { return "warren call " + c.h.name }
+
+// abandon cancels the call and, if it never started, releases its slot.
+func (c *serverCall) abandon() {
+	c.cancel(context.Canceled)
+	if c.state.CompareAndSwap(callAdmitted, callReleased) {
+		c.conn.srv.callDone(c.conn)
+	}
+}
+
+// cancel ends the context with err (the first error wins).
+func (c *serverCall) cancel(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+		if c.done != nil {
+			close(c.done)
+		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}
+	c.mu.Unlock()
+}
+
+// run executes the call on a worker goroutine and sends its reply.
+func (c *serverCall) run() {
+	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
+		return // abandoned before it started; its slot is released
+	}
+	srv := c.conn.srv
+	defer srv.callDone(c.conn)
+	defer c.cancel(context.Canceled)
+
+	req, err := c.st.Recv(c)
+	if err != nil {
+		if err == io.EOF {
+			c.finish(nil, status.New(status.InvalidArgument, "call without a request message"))
+		}
+		return // canceled or connection lost: no one to answer
+	}
+	scratch := pool.Get(512)
+	out, herr := c.invoke(req.B, scratch.B[:0])
+	if herr != nil {
+		c.finish(nil, status.FromError(herr))
+	} else {
+		c.finish(out, nil)
+	}
+	pool.Put(req)     // after finish: a raw reply may alias the request
+	pool.Put(scratch) // finish copied the reply out of it
+}
+
+// invoke calls the handler, turning a panic into an Internal error.
+func (c *serverCall) invoke(req, dst []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.conn.srv.logPanic(c.h.name, r, debug.Stack())
+			out, err = dst, status.Errorf(status.Internal, "handler for %s panicked", c.h.name)
+		}
+	}()
+	return c.h.unary(c, c.codec, req, dst)
+}
+
+func (c *serverCall) finish(msg []byte, se *status.Error) {
+	c.mdMu.Lock()
+	header, trailer := c.header.pairs(), c.trailer.pairs()
+	c.mdMu.Unlock()
+	if header == nil && c.header != nil {
+		header = []string{}
+	}
+	var err error
+	if se == nil {
+		err = c.st.Finish(c, header, msg, true, status.OK, "", nil, trailer)
+	} else {
+		err = c.st.Finish(c, header, nil, false, se.Code, se.Message, se.Details, trailer)
+	}
+	if err != nil && isTooLarge(err) {
+		// The reply could not be sent (typically over the peer's message
+		// limit): tell the caller rather than leave it waiting.
+		c.st.Refuse(status.ResourceExhausted, fmt.Sprintf("reply not sent: %v", err))
+	}
+}
+
+func isTooLarge(err error) bool {
+	var tl *wire.MessageTooLargeError
+	return errors.As(err, &tl)
+}

@@ -1,0 +1,452 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
+)
+
+// ErrClientClosed is returned by calls on a closed client.
+var ErrClientClosed = errors.New("warren: client closed")
+
+// UnaryInvoker performs a unary call; interceptors call it to continue.
+type UnaryInvoker func(ctx context.Context, method string, req, resp any, opts ...CallOption) error
+
+// UnaryClientInterceptor wraps a unary call on the client.
+type UnaryClientInterceptor func(ctx context.Context, method string, req, resp any, next UnaryInvoker, opts ...CallOption) error
+
+// ClientOptions configures a Client. The zero value is valid.
+type ClientOptions struct {
+	// Dial configures the transport: TLS, and the checks on the server's
+	// socket file and credentials.
+	Dial *transport.DialConfig
+	// Dialer, if set, replaces transport.Dial (for example to use an
+	// in-memory pipe in tests).
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Settings are the wire limits the client accepts.
+	Settings wire.Settings
+	// WaitForReady makes a call made while the client cannot connect wait,
+	// retrying with backoff until its context ends. By default such a call
+	// fails at once with Unavailable.
+	WaitForReady bool
+	// MinBackoff and MaxBackoff bound the delay between connection
+	// attempts; 0 means 50 ms and 5 s.
+	MinBackoff, MaxBackoff time.Duration
+	// Interceptors wrap every unary call, the first outermost.
+	Interceptors []UnaryClientInterceptor
+	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
+	HandshakeTimeout time.Duration
+}
+
+// Client calls methods on one server address over a single multiplexed
+// connection, which it opens on first use and reopens with backoff after a
+// failure.
+type Client struct {
+	addr  string
+	opts  ClientOptions
+	chain UnaryInvoker
+
+	mu       sync.Mutex // protects following
+	sess     *mux.Session
+	dialing  chan struct{} // closed when the attempt in progress ends
+	lastErr  error         // error of the last failed attempt
+	retryAt  time.Time     // no new attempt before this
+	backoff  time.Duration
+	closed   bool
+	sessions []*mux.Session // every session opened, closed by Close
+}
+
+// Dial returns a client for addr (see transport.ParseAddr). It does not
+// connect: the connection is made on first use.
+func Dial(addr string, opts *ClientOptions) (*Client, error) {
+	if _, err := transport.ParseAddr(addr); err != nil && (opts == nil || opts.Dialer == nil) {
+		return nil, err
+	}
+	c := &Client{addr: addr}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.MinBackoff <= 0 {
+		c.opts.MinBackoff = 50 * time.Millisecond
+	}
+	if c.opts.MaxBackoff <= 0 {
+		c.opts.MaxBackoff = 5 * time.Second
+	}
+	c.chain = c.invoke
+	for i := len(c.opts.Interceptors) - 1; i >= 0; i-- {
+		ic, next := c.opts.Interceptors[i], c.chain
+		c.chain = func(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
+			return ic(ctx, method, req, resp, next, opts...)
+		}
+	}
+	return c, nil
+}
+
+// Close closes the client's connection. Calls in progress fail. Close is
+// idempotent and waits for every goroutine the client started.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	sessions := c.sessions
+	c.sessions = nil
+	c.sess = nil
+	dialing := c.dialing
+	c.mu.Unlock()
+	for _, s := range sessions {
+		s.Close()
+	}
+	if dialing != nil {
+		<-dialing
+		c.mu.Lock()
+		sessions = c.sessions
+		c.sessions = nil
+		c.mu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
+	}
+	return nil
+}
+
+// session returns a live session, connecting if needed.
+func (c *Client) session(ctx context.Context) (*mux.Session, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClientClosed
+		}
+		if s := c.sess; s != nil {
+			if s.Err() == nil {
+				if _, _, away := s.GoAwayReason(); !away {
+					c.mu.Unlock()
+					return s, nil
+				}
+			}
+			c.sess = nil
+		}
+		if ch := c.dialing; ch != nil {
+			c.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if wait := time.Until(c.retryAt); wait > 0 {
+			err := c.lastErr
+			c.mu.Unlock()
+			if !c.opts.WaitForReady {
+				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		c.dialing = ch
+		c.mu.Unlock()
+
+		s, err := c.connect(ctx)
+
+		c.mu.Lock()
+		c.dialing = nil
+		close(ch)
+		if err == nil {
+			c.backoff = 0
+			c.sessions = append(c.sessions, s)
+			c.sess = s
+			c.prune()
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				s.Close()
+				return nil, ErrClientClosed
+			}
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			// This caller gave up; that says nothing about the server.
+			c.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		c.backoff = min(max(2*c.backoff, c.opts.MinBackoff), c.opts.MaxBackoff)
+		c.retryAt = time.Now().Add(c.backoff)
+		c.lastErr = err
+		c.mu.Unlock()
+		if !c.opts.WaitForReady {
+			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+		}
+	}
+}
+
+// prune forgets sessions that have ended. c.mu is held.
+func (c *Client) prune() {
+	live := c.sessions[:0]
+	for _, s := range c.sessions {
+		if s.Err() == nil {
+			live = append(live, s)
+		} else {
+			s.Close()
+		}
+	}
+	clear(c.sessions[len(live):])
+	c.sessions = live
+}
+
+func (c *Client) connect(ctx context.Context) (*mux.Session, error) {
+	var conn net.Conn
+	var err error
+	if c.opts.Dialer != nil {
+		conn, err = c.opts.Dialer(ctx, c.addr)
+	} else {
+		var tc *transport.Conn
+		tc, err = transport.Dial(ctx, c.addr, c.opts.Dial)
+		if tc != nil {
+			conn = tc
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout})
+}
+
+// Ping measures the round trip to the server.
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return s.Ping(ctx)
+}
+
+// CallOption configures one call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	md      Metadata
+	header  *Metadata
+	trailer *Metadata
+	codec   codec.Codec
+}
+
+// gatherOptions applies opts to a fresh callOptions. It is kept apart from
+// invoke so that a call without options does not allocate.
+func gatherOptions(opts []CallOption) *callOptions {
+	o := new(callOptions)
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// WithMetadata sends md as the call's request metadata.
+func WithMetadata(md Metadata) CallOption {
+	return func(o *callOptions) { o.md = merge(o.md, md) }
+}
+
+// Header stores the reply headers in *md.
+func Header(md *Metadata) CallOption { return func(o *callOptions) { o.header = md } }
+
+// Trailer stores the reply trailers in *md.
+func Trailer(md *Metadata) CallOption { return func(o *callOptions) { o.trailer = md } }
+
+// WithCodec chooses the codec instead of codec.For(req).
+func WithCodec(cd codec.Codec) CallOption { return func(o *callOptions) { o.codec = cd } }
+
+// Call performs a typed unary call.
+func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req, opts ...CallOption) (*Resp, error) {
+	resp := new(Resp)
+	if err := c.Invoke(ctx, method, req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Invoke performs a unary call: it sends req and decodes the reply into
+// resp, which must be a pointer. For the raw codec, req is a []byte and resp
+// a *[]byte whose capacity is reused. Errors are *status.Error values.
+func (c *Client) Invoke(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
+	return c.chain(ctx, method, req, resp, opts...)
+}
+
+func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
+	var o callOptions
+	if len(opts) > 0 {
+		o = *gatherOptions(opts)
+	}
+	cd := o.codec
+	if cd == nil {
+		cd = codec.For(req)
+	}
+	var timeout time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(d); timeout <= 0 {
+			return status.New(status.DeadlineExceeded, context.DeadlineExceeded.Error())
+		}
+	}
+	var scratch *pool.Buf
+	var data []byte
+	if raw, ok := rawBytes(req); ok && cd.ID() == codec.IDRaw {
+		data = raw // sent as is: no copy
+	} else {
+		scratch = pool.Get(512)
+		var err error
+		if data, err = cd.Append(scratch.B[:0], req); err != nil {
+			pool.Put(scratch)
+			return &status.Error{Code: status.Internal, Message: fmt.Sprintf("encoding %s request: %v", method, err), Cause: err}
+		}
+	}
+	var err error
+	for attempt := 0; ; attempt++ {
+		var retry bool
+		retry, err = c.attempt(ctx, method, cd, timeout, &o, data, resp)
+		// A call refused by a GOAWAY, or whose connection was lost before
+		// it was sent, was not processed: retry it once on a new connection.
+		if !retry || attempt > 0 {
+			break
+		}
+	}
+	if scratch != nil {
+		scratch.B = data[:0]
+		pool.Put(scratch)
+	}
+	return err
+}
+
+// attempt makes one try at a unary call. retry reports that the server did
+// not process it.
+func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, timeout time.Duration, o *callOptions, data []byte, resp any) (retry bool, err error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return false, err
+	}
+	st, err := s.Open(ctx, method, cd.ID(), timeout, o.md.pairs(), data, true)
+	if err != nil {
+		return drained(err) || isConnErr(err), callError(err)
+	}
+	defer st.Release()
+	var got bool
+	for {
+		buf, err := st.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				st.Cancel()
+			}
+			return !got && drained(err), callError(err)
+		}
+		if got {
+			pool.Put(buf)
+			st.Cancel()
+			return false, status.Errorf(status.Internal, "%s: more than one reply message", method)
+		}
+		got = true
+		err = cd.Unmarshal(buf.B, resp)
+		pool.Put(buf)
+		if err != nil {
+			st.Cancel()
+			return false, &status.Error{Code: status.Internal, Message: fmt.Sprintf("decoding %s reply: %v", method, err), Cause: err}
+		}
+	}
+	if o.header != nil {
+		if hb, ok := st.Header(); ok {
+			*o.header, _ = parseMetadata(hb)
+		}
+	}
+	tb, _ := st.Trailer()
+	if len(tb) == 0 {
+		if !got {
+			return false, status.Errorf(status.Internal, "%s: no reply message", method)
+		}
+		return false, nil
+	}
+	tr, err := wire.ParseTrailer(tb)
+	if err != nil {
+		return false, status.Errorf(status.Internal, "%s: malformed trailer: %v", method, err)
+	}
+	if o.trailer != nil {
+		*o.trailer, _ = parseMetadata(tr.Metadata)
+	}
+	if tr.Code != 0 {
+		se := &status.Error{Code: status.Code(tr.Code), Message: string(tr.Message)}
+		if len(tr.Details) > 0 {
+			se.Details, _ = wire.ParseDetails(tr.Details)
+		}
+		return false, se
+	}
+	if !got {
+		return false, status.Errorf(status.Internal, "%s: no reply message", method)
+	}
+	return false, nil
+}
+
+func rawBytes(v any) ([]byte, bool) {
+	switch b := v.(type) {
+	case []byte:
+		return b, true
+	case *[]byte:
+		return *b, true
+	}
+	return nil, false
+}
+
+// drained reports a stream or session the server stopped taking because it
+// is shutting down (not because it refused this client).
+func drained(err error) bool {
+	var ga *mux.GoAwayError
+	if errors.As(err, &ga) {
+		return ga.Code == status.OK || ga.Code == status.Unavailable
+	}
+	return errors.Is(err, mux.ErrGoAway)
+}
+
+func isConnErr(err error) bool {
+	var ce *mux.ConnError
+	return errors.As(err, &ce)
+}
+
+// callError maps a transport-level error to a status.
+func callError(err error) error {
+	var se *status.Error
+	var mt *wire.MessageTooLargeError
+	var ga *mux.GoAwayError
+	switch {
+	case errors.As(err, &se):
+		return err
+	case errors.As(err, &ga) && ga.Code != status.OK && ga.Code != status.Unavailable:
+		// The server refused the connection (a limit or a policy).
+		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &status.Error{Code: status.DeadlineExceeded, Message: err.Error(), Cause: err}
+	case errors.Is(err, context.Canceled):
+		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
+	case errors.As(err, &mt), errors.Is(err, mux.ErrTooManyStreams):
+		return &status.Error{Code: status.ResourceExhausted, Message: err.Error(), Cause: err}
+	case errors.Is(err, mux.ErrStreamCanceled):
+		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
+	case errors.Is(err, ErrClientClosed):
+		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
+	}
+	return &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+}

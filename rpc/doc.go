@@ -1,0 +1,16 @@
+// Package rpc is warren's remote procedure call layer: typed handlers
+// registered without code generation, a server with limits and a graceful
+// lifecycle, and a client that multiplexes any number of concurrent calls on
+// one connection.
+//
+// A handler is a plain function:
+//
+//	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*IncReply, error) { ... })
+//
+// and a call is typed the same way:
+//
+//	reply, err := rpc.Call[IncRequest, IncReply](ctx, client, "Counter.Inc", &IncRequest{Name: "a"})
+//
+// The codec (JSON, Protocol Buffers or raw bytes) travels with each call;
+// errors are *status.Error values with gRPC-numbered codes.
+package rpc

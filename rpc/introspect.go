@@ -1,0 +1,128 @@
+package rpc
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// IntrospectionMethod is the built-in method that lists a server's methods
+// and the shapes of their messages. It takes an empty request.
+const IntrospectionMethod = "Warren.Methods"
+
+// MethodList is the reply of IntrospectionMethod.
+type MethodList struct {
+	Methods []MethodInfo `json:"methods"`
+}
+
+// MethodInfo describes one registered method.
+type MethodInfo struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"` // "unary"
+	Request *Shape `json:"request"`
+	Reply   *Shape `json:"reply"`
+}
+
+// Shape describes a message type: its JSON type, and for objects their
+// fields; protobuf messages are named by their full name.
+type Shape struct {
+	Type   string  `json:"type"`            // object, string, number, integer, boolean, array, bytes, any
+	Proto  string  `json:"proto,omitempty"` // full name of a protobuf message
+	Go     string  `json:"go,omitempty"`    // Go type name
+	Fields []Field `json:"fields,omitempty"`
+	Elem   *Shape  `json:"elem,omitempty"` // element of an array or map value
+}
+
+// Field is one field of an object shape.
+type Field struct {
+	Name  string `json:"name"`
+	Shape *Shape `json:"shape"`
+}
+
+// Empty is an empty message.
+type Empty struct{}
+
+func introspectionHandler(s *Server) *handler {
+	return newHandler(s, IntrospectionMethod, func(ctx context.Context, _ *Empty) (*MethodList, error) {
+		return s.methodList(), nil
+	}, nil)
+}
+
+func (s *Server) methodList() *MethodList {
+	hs := *s.handlers.Load()
+	out := &MethodList{Methods: make([]MethodInfo, 0, len(hs))}
+	for _, h := range hs {
+		out.Methods = append(out.Methods, MethodInfo{
+			Name: h.name, Kind: "unary",
+			Request: shapeOf(h.reqType, 0), Reply: shapeOf(h.respType, 0),
+		})
+	}
+	sort.Slice(out.Methods, func(i, j int) bool { return out.Methods[i].Name < out.Methods[j].Name })
+	return out
+}
+
+var protoMessage = reflect.TypeFor[proto.Message]()
+
+func shapeOf(t reflect.Type, depth int) *Shape {
+	if reflect.PointerTo(t).Implements(protoMessage) {
+		m := reflect.New(t).Interface().(proto.Message)
+		return &Shape{Type: "object", Proto: string(m.ProtoReflect().Descriptor().FullName()), Go: t.String()}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	sh := &Shape{Go: t.String()}
+	switch t.Kind() {
+	case reflect.String:
+		sh.Type = "string"
+	case reflect.Bool:
+		sh.Type = "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		sh.Type = "integer"
+	case reflect.Float32, reflect.Float64:
+		sh.Type = "number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			sh.Type = "bytes"
+			break
+		}
+		sh.Type = "array"
+		if depth < 8 {
+			sh.Elem = shapeOf(t.Elem(), depth+1)
+		}
+	case reflect.Map:
+		sh.Type = "object"
+		if depth < 8 {
+			sh.Elem = shapeOf(t.Elem(), depth+1)
+		}
+	case reflect.Struct:
+		sh.Type = "object"
+		if depth >= 8 {
+			break
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Name
+			if tag, ok := f.Tag.Lookup("json"); ok {
+				n, _, _ := strings.Cut(tag, ",")
+				if n == "-" {
+					continue
+				}
+				if n != "" {
+					name = n
+				}
+			}
+			sh.Fields = append(sh.Fields, Field{Name: name, Shape: shapeOf(f.Type, depth+1)})
+		}
+	default:
+		sh.Type = "any"
+	}
+	return sh
+}

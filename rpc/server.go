@@ -1,0 +1,611 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("warren: server closed")
+
+// ServerOptions configures a Server. The zero value gives the defaults
+// named on each field; every limit is on by default.
+type ServerOptions struct {
+	// Settings are the wire limits the server accepts (frame and message
+	// size, flow-control window). Zero fields take wire.DefaultSettings.
+	Settings wire.Settings
+	// Policy authorizes each connection's peer before any call is read.
+	// nil accepts every connection the listener accepted (a
+	// transport.Listener already applies its own policy).
+	Policy peer.Policy
+	// MaxConns bounds open connections; 0 means 4096, negative unlimited.
+	MaxConns int
+	// MaxConnsPerUID bounds open connections per peer uid (unix sockets);
+	// 0 means 1024, negative unlimited.
+	MaxConnsPerUID int
+	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
+	// 1024, negative unlimited.
+	MaxCallsPerConn int
+	// MaxCalls bounds concurrent calls on the whole server; 0 means 16384,
+	// negative unlimited.
+	MaxCalls int
+	// CallRate bounds calls per second per peer (uid for unix sockets, IP
+	// address otherwise); 0 means 200,000, negative unlimited. CallBurst is
+	// the bucket size; 0 means CallRate/10 (at least 1).
+	CallRate  float64
+	CallBurst int
+	// Interceptors wrap every unary call, the first outermost.
+	Interceptors []UnaryServerInterceptor
+	// NoInline makes every call run on a worker goroutine. By default calls
+	// run on the connection's reader goroutine, which saves two goroutine
+	// switches per call; one that runs longer than a fraction of a
+	// millisecond hands reading to a new goroutine.
+	NoInline bool
+	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
+	HandshakeTimeout time.Duration
+	// Logger receives handler panics and refused connections; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func limit(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return int(^uint(0) >> 1)
+	}
+	return v
+}
+
+// ServerStats are counters of a server's activity.
+type ServerStats struct {
+	Conns         int    // open connections
+	Calls         int    // calls in progress
+	CallsTotal    uint64 // calls accepted
+	Refused       uint64 // calls refused by a limit or policy
+	ConnsRejected uint64 // connections rejected by a limit or policy
+	Panics        uint64 // handler panics
+}
+
+// Server serves registered methods on any number of listeners.
+type Server struct {
+	opts     ServerOptions
+	logger   *slog.Logger
+	handlers atomic.Pointer[map[string]*handler]
+	regMu    sync.Mutex // serializes register
+	work     chan *serverCall
+	ctx      context.Context // parent of every connection's context
+	cancel   context.CancelFunc
+
+	mu        sync.Mutex // protects following
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	perUID    map[int]int
+	limiters  map[string]*peerLimiter
+	closing   bool
+	closed    chan struct{} // closed by Shutdown/Close
+
+	calls      atomic.Int64
+	callsTotal atomic.Uint64
+	refused    atomic.Uint64
+	rejected   atomic.Uint64
+	panics     atomic.Uint64
+	wg         sync.WaitGroup // every goroutine the server started
+}
+
+type peerLimiter struct {
+	lim  *rate.Limiter
+	refs int
+}
+
+// NewServer returns a server with the options (nil for defaults).
+func NewServer(opts *ServerOptions) *Server {
+	s := &Server{work: make(chan *serverCall), closed: make(chan struct{})}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.opts.MaxConns = limit(s.opts.MaxConns, 4096)
+	s.opts.MaxConnsPerUID = limit(s.opts.MaxConnsPerUID, 1024)
+	s.opts.MaxCallsPerConn = limit(s.opts.MaxCallsPerConn, 1024)
+	s.opts.MaxCalls = limit(s.opts.MaxCalls, 16384)
+	switch {
+	case s.opts.CallRate == 0:
+		s.opts.CallRate = 200_000
+	case s.opts.CallRate < 0:
+		s.opts.CallRate = float64(rate.Inf)
+	}
+	if s.opts.CallBurst <= 0 {
+		s.opts.CallBurst = max(1, int(min(s.opts.CallRate/10, 1<<30)))
+	}
+	s.logger = s.opts.Logger
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	m := map[string]*handler{}
+	s.handlers.Store(&m)
+	s.register(introspectionHandler(s))
+	return s
+}
+
+func (s *Server) register(h *handler) {
+	if err := validMethod(h.name); err != nil {
+		panic(err)
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	old := *s.handlers.Load()
+	if _, dup := old[h.name]; dup {
+		panic(fmt.Sprintf("warren: method %s registered twice", h.name))
+	}
+	m := make(map[string]*handler, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[h.name] = h
+	s.handlers.Store(&m)
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{
+		Conns: n, Calls: int(s.calls.Load()), CallsTotal: s.callsTotal.Load(),
+		Refused: s.refused.Load(), ConnsRejected: s.rejected.Load(), Panics: s.panics.Load(),
+	}
+}
+
+// Serve accepts connections on l and serves each on its own goroutine until
+// Shutdown or Close, then returns ErrServerClosed. Temporary accept errors
+// back off from 5 ms to 1 s.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]struct{}{}
+	}
+	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return ErrServerClosed
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logger.Warn("warren: accept error; retrying", "err", err, "delay", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.closed:
+					return ErrServerClosed
+				}
+				continue
+			}
+			return fmt.Errorf("warren: accept: %w", err)
+		}
+		backoff = 0
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.ServeConn(conn)
+		}()
+	}
+}
+
+var errTemporary = errors.New("temporary")
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// serverConn is one served connection.
+type serverConn struct {
+	srv   *Server
+	conn  net.Conn
+	sess  *mux.Session    // set under srv.mu once the handshake is done
+	ctx   context.Context // carries the peer
+	peer  *peer.Peer
+	uid   int // -1 without kernel credentials
+	lim   *peerLimiter
+	key   string
+	calls atomic.Int64
+}
+
+// peerOf returns the identity of conn's peer.
+func peerOf(conn net.Conn) *peer.Peer {
+	if pc, ok := conn.(interface{ Peer() *peer.Peer }); ok {
+		if p := pc.Peer(); p != nil {
+			return p
+		}
+	}
+	p := &peer.Peer{Network: conn.LocalAddr().Network(), LocalAddr: conn.LocalAddr(), RemoteAddr: conn.RemoteAddr()}
+	if cred, err := peer.ReadCred(conn); err == nil {
+		p.HasCred, p.UID, p.GID, p.PID = true, cred.UID, cred.GID, cred.PID
+	}
+	return p
+}
+
+// ServeConn serves one connection and returns when it ends.
+func (s *Server) ServeConn(conn net.Conn) {
+	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
+		err := hs.Handshake(ctx)
+		cancel()
+		if err != nil {
+			s.rejected.Add(1)
+			conn.Close()
+			return
+		}
+	}
+	p := peerOf(conn)
+	sc := &serverConn{srv: s, conn: conn, peer: p, uid: -1}
+	if p.HasCred {
+		sc.uid = p.UID
+	}
+	sc.ctx = peer.NewContext(s.ctx, p)
+	refuse := ""
+	if err := peer.Authorize(s.opts.Policy, p); err != nil {
+		refuse = err.Error()
+		s.logger.Warn("warren: connection refused", "peer", p.String(), "err", err)
+	} else if refuse = s.addConn(sc); refuse != "" {
+		s.logger.Warn("warren: connection refused", "peer", p.String(), "reason", refuse)
+	}
+	cfg := &mux.Config{
+		Settings:         s.opts.Settings,
+		HandshakeTimeout: s.handshakeTimeout(),
+		NewStream: func() *mux.Stream {
+			c := new(serverCall)
+			c.st.Owner = c
+			return &c.st
+		},
+		OnStream:  sc.onStream,
+		OnRequest: sc.onRequest,
+		OnReset: func(st *mux.Stream, err error) {
+			st.Owner.(*serverCall).abandon()
+		},
+	}
+	if refuse != "" {
+		s.rejected.Add(1)
+		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
+	}
+	sess, err := mux.Server(conn, cfg)
+	if err != nil {
+		if refuse == "" {
+			s.removeConn(sc)
+		}
+		return
+	}
+	s.mu.Lock()
+	sc.sess = sess
+	closing := s.closing
+	s.mu.Unlock()
+	if refuse != "" {
+		code := status.ResourceExhausted
+		if peer.Authorize(s.opts.Policy, p) != nil {
+			code = status.PermissionDenied
+		}
+		sess.GoAway(code, refuse)
+		time.AfterFunc(100*time.Millisecond, func() { sess.Close() })
+		<-sess.Done()
+		sess.Close()
+		return
+	}
+	if closing {
+		sess.GoAway(status.Unavailable, "server is shutting down")
+	}
+	<-sess.Done()
+	sess.Close()
+	s.removeConn(sc)
+}
+
+func (s *Server) handshakeTimeout() time.Duration {
+	if s.opts.HandshakeTimeout > 0 {
+		return s.opts.HandshakeTimeout
+	}
+	return 10 * time.Second
+}
+
+// addConn admits sc under the connection limits, or says why not.
+func (s *Server) addConn(sc *serverConn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return "server is shutting down"
+	case len(s.conns) >= s.opts.MaxConns:
+		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
+	case sc.uid >= 0 && s.perUID[sc.uid] >= s.opts.MaxConnsPerUID:
+		return fmt.Sprintf("too many connections from uid %d (limit %d)", sc.uid, s.opts.MaxConnsPerUID)
+	}
+	if s.conns == nil {
+		s.conns = map[*serverConn]struct{}{}
+		s.perUID = map[int]int{}
+		s.limiters = map[string]*peerLimiter{}
+	}
+	s.conns[sc] = struct{}{}
+	if sc.uid >= 0 {
+		s.perUID[sc.uid]++
+		sc.key = "uid:" + strconv.Itoa(sc.uid)
+	} else if ta, ok := sc.peer.RemoteAddr.(*net.TCPAddr); ok {
+		sc.key = "ip:" + ta.IP.String()
+	} else {
+		sc.key = "addr:" + fmt.Sprint(sc.peer.RemoteAddr)
+	}
+	pl := s.limiters[sc.key]
+	if pl == nil {
+		pl = &peerLimiter{lim: rate.NewLimiter(rate.Limit(s.opts.CallRate), s.opts.CallBurst)}
+		s.limiters[sc.key] = pl
+	}
+	pl.refs++
+	sc.lim = pl
+	return ""
+}
+
+func (s *Server) removeConn(sc *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.conns[sc]; !ok {
+		return
+	}
+	delete(s.conns, sc)
+	if sc.uid >= 0 {
+		if s.perUID[sc.uid]--; s.perUID[sc.uid] <= 0 {
+			delete(s.perUID, sc.uid)
+		}
+	}
+	if sc.lim.refs--; sc.lim.refs == 0 {
+		delete(s.limiters, sc.key)
+	}
+}
+
+// onStream admits a call on the session's reader goroutine and hands it to
+// a worker. Refusals are answered at once: nothing queues.
+func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
+	s := sc.srv
+	c := st.Owner.(*serverCall)
+	hd := (*s.handlers.Load())[string(h.Method)]
+	if hd == nil {
+		s.refused.Add(1)
+		st.Refuse(status.Unimplemented, fmt.Sprintf("unknown method %q", h.Method))
+		return
+	}
+	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
+		s.refused.Add(1)
+		st.Refuse(status.PermissionDenied, err.Error())
+		return
+	}
+	cd, err := codec.ByID(h.Codec)
+	if err != nil {
+		s.refused.Add(1)
+		st.Refuse(status.InvalidArgument, err.Error())
+		return
+	}
+	if sc.calls.Add(1) > int64(s.opts.MaxCallsPerConn) {
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		st.Refuse(status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
+		return
+	}
+	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
+		s.calls.Add(-1)
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		st.Refuse(status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
+		return
+	}
+	if !sc.lim.lim.Allow() {
+		s.calls.Add(-1)
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		st.Refuse(status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
+		return
+	}
+	s.callsTotal.Add(1)
+	c.conn, c.h, c.codec = sc, hd, cd
+	if h.Timeout > 0 {
+		c.deadline = time.Now().Add(h.Timeout)
+	}
+	if len(h.Metadata) > 0 {
+		c.md = append([]byte(nil), h.Metadata...)
+	}
+	c.state.Store(callAdmitted)
+}
+
+// onRequest starts an admitted call once its request message is in. It runs
+// inline on the reader goroutine: no goroutine switch, and the replies to
+// requests read together leave in one write. A call that runs long hands
+// reading to a new goroutine (see mux.Stream.RunInline), so it delays the
+// others on its connection by a fraction of a millisecond at most. Large
+// requests go to a worker goroutine.
+func (sc *serverConn) onRequest(st *mux.Stream) {
+	c := st.Owner.(*serverCall)
+	if c.state.Load() != callAdmitted {
+		return
+	}
+	if !sc.srv.opts.NoInline && st.PendingSize() <= inlineMax {
+		st.RunInline(runCall)
+		return
+	}
+	sc.srv.dispatch(c)
+}
+
+// inlineMax is the largest request run inline: larger ones are dominated by
+// copying anyway, and their replies may have to wait for flow-control credit
+// that only the reader goroutine can receive.
+const inlineMax = 16 << 10
+
+func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
+
+func (s *Server) callDone(sc *serverConn) {
+	sc.calls.Add(-1)
+	s.calls.Add(-1)
+}
+
+// dispatch hands c to an idle worker, or starts one. The number of workers is
+// bounded by MaxCalls, since every call was admitted under it.
+func (s *Server) dispatch(c *serverCall) {
+	select {
+	case s.work <- c:
+	default:
+		s.wg.Add(1)
+		go s.worker(c)
+	}
+}
+
+const workerIdle = 10 * time.Second
+
+func (s *Server) worker(c *serverCall) {
+	defer s.wg.Done()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		c.run()
+		t.Reset(workerIdle)
+		select {
+		case c = <-s.work:
+		case <-t.C:
+			return
+		case <-s.closed:
+			return
+		}
+	}
+}
+
+func (s *Server) logPanic(method string, r any, stack []byte) {
+	s.panics.Add(1)
+	s.logger.Error("warren: handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(stack))
+}
+
+// Shutdown stops accepting connections, tells every connected client to go
+// away, waits for the calls in progress to finish and their replies to be
+// sent, and then closes every connection. If ctx ends first, Shutdown closes
+// everything at once and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	sessions := s.beginClose()
+	for _, sess := range sessions {
+		sess.GoAway(status.Unavailable, "server is shutting down")
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for s.calls.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	if err == nil {
+		d, hasDeadline := ctx.Deadline()
+		for _, sess := range s.sessions() {
+			if hasDeadline {
+				sess.Conn().SetWriteDeadline(d) // a peer that stops reading cannot hold Shutdown
+			}
+			sess.Flush()
+		}
+	}
+	s.closeAll()
+	return err
+}
+
+func (s *Server) sessions() []*mux.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*mux.Session
+	for sc := range s.conns {
+		if sc.sess != nil {
+			out = append(out, sc.sess)
+		}
+	}
+	return out
+}
+
+// Close closes every listener and connection at once. Calls in progress are
+// canceled. Close waits for every goroutine the server started.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.closeAll()
+	return nil
+}
+
+// beginClose stops the listeners and returns the open sessions.
+func (s *Server) beginClose() []*mux.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		close(s.closed)
+	}
+	for l := range s.listeners {
+		l.Close()
+	}
+	var out []*mux.Session
+	for sc := range s.conns {
+		if sc.sess != nil {
+			out = append(out, sc.sess)
+		}
+	}
+	return out
+}
+
+func (s *Server) closeAll() {
+	s.cancel()
+	for {
+		s.mu.Lock()
+		var sessions []*mux.Session
+		n := len(s.conns)
+		for sc := range s.conns {
+			if sc.sess != nil {
+				sessions = append(sessions, sc.sess)
+			} else {
+				sc.conn.Close() // still in its handshake
+			}
+		}
+		s.mu.Unlock()
+		for _, sess := range sessions {
+			sess.Close()
+		}
+		if n == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.wg.Wait()
+}
