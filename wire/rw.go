@@ -1,0 +1,293 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"net"
+)
+
+// DefaultBufferSize is the buffer size of a Reader for the default
+// MaxFrameSize, and of a Writer created with size 0: one full frame.
+const DefaultBufferSize = HeaderSize + DefaultMaxFrameSize
+
+const minBufferSize = 4 << 10
+
+// shrinkAfter is how many frames in a row that fit in a Reader's initial
+// buffer make it drop a buffer that grew for a larger frame.
+const shrinkAfter = 64
+
+// maxEmptyReads is how many reads in a row may return nothing before a
+// Reader gives up with io.ErrNoProgress (as bufio does).
+const maxEmptyReads = 100
+
+// Reader reads frames from a connection through a buffer it keeps for its
+// whole life. It is not safe for concurrent use.
+type Reader struct {
+	rd      io.Reader
+	buf     []byte
+	r, w    int    // buf[r:w] is read but not yet returned
+	max     uint32 // largest payload accepted
+	pending error  // read error to return once the buffered frames are used
+	size    int    // initial buffer size, to which a grown buffer shrinks back
+	small   int    // frames in a row that fit in size, while the buffer is larger
+}
+
+// NewReader returns a Reader of frames from rd with payloads of at most
+// maxPayload bytes, this side's MaxFrameSize. Its buffer holds one full
+// frame of up to 64 KiB payload (and is at least 4 KiB). If a larger frame
+// arrives, the buffer grows, by doubling as the frame's bytes arrive, up to
+// HeaderSize+maxPayload; after a run of smaller frames it shrinks back.
+func NewReader(rd io.Reader, maxPayload uint32) *Reader {
+	size := int(max(min(uint64(HeaderSize)+uint64(maxPayload), DefaultBufferSize), minBufferSize))
+	return &Reader{rd: rd, buf: make([]byte, size), max: maxPayload, size: size}
+}
+
+// Reset discards any buffered bytes and makes r read from rd, keeping its
+// buffer.
+func (r *Reader) Reset(rd io.Reader) {
+	r.rd, r.r, r.w, r.pending = rd, 0, 0, nil
+}
+
+// Buffered returns the number of bytes read from the connection but not yet
+// returned as frames.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
+// Next reads the next frame. The header is validated with Header.Check
+// before its payload is read; a failing header is returned with the error and
+// the Reader stays at that frame (every later call returns the same error).
+// The payload aliases the Reader's buffer and is valid until the next call to
+// Next or Reset.
+//
+// Next returns io.EOF when the connection ends at a frame boundary, and
+// io.ErrUnexpectedEOF when it ends inside a frame.
+func (r *Reader) Next() (Header, []byte, error) {
+	if r.small >= shrinkAfter && len(r.buf) > r.size && r.w-r.r <= r.size {
+		nb := make([]byte, r.size)
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.r, r.buf, r.small = 0, nb, 0
+	}
+	if r.w-r.r < HeaderSize {
+		if err := r.fill(HeaderSize); err != nil {
+			return Header{}, nil, err
+		}
+	}
+	h, _ := ParseHeader(r.buf[r.r:r.w])
+	if err := h.Check(r.max); err != nil {
+		return h, nil, err
+	}
+	need := HeaderSize + int(h.Length)
+	if r.w-r.r < need {
+		if err := r.fill(need); err != nil {
+			return h, nil, err
+		}
+	}
+	p := r.buf[r.r+HeaderSize : r.r+need : r.r+need]
+	if need <= r.size {
+		r.small++
+	} else {
+		r.small = 0
+	}
+	r.r += need
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	}
+	return h, p, nil
+}
+
+// fill reads until buf[r:w] holds at least need bytes, which Check has
+// bounded by HeaderSize+max. It returns io.EOF only when the connection ends
+// with nothing buffered.
+func (r *Reader) fill(need int) error {
+	if len(r.buf)-r.r < need && r.r > 0 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
+	}
+	for empty := 0; r.w-r.r < need; {
+		if err := r.pending; err != nil {
+			r.pending = nil
+			if err == io.EOF && r.w > r.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if r.w == len(r.buf) {
+			// A frame larger than the buffer. Grow by doubling as its bytes
+			// arrive rather than at once, so a peer cannot make the Reader
+			// allocate for a frame it does not send.
+			limit := HeaderSize + int(min(uint64(r.max), math.MaxInt32))
+			nb := make([]byte, min(2*len(r.buf), limit))
+			r.w = copy(nb, r.buf[r.r:r.w])
+			r.r, r.buf = 0, nb
+		}
+		n, err := r.rd.Read(r.buf[r.w:])
+		if n < 0 {
+			return errors.New("warren: reader returned a negative count")
+		}
+		r.w += n
+		if err != nil {
+			r.pending = err // returned once the bytes read with it are used
+			continue
+		}
+		if n == 0 {
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		} else {
+			empty = 0
+		}
+	}
+	return nil
+}
+
+// Writer writes frames to a connection through a buffer. Call Flush to send
+// what is buffered. After a write error every method returns that error. It
+// is not safe for concurrent use.
+type Writer struct {
+	wr     io.Writer
+	buf    []byte
+	err    error
+	vec    net.Buffers // reused for vectored writes
+	vecArr [2][]byte
+	pre    [lengthPrefix]byte
+}
+
+// NewWriter returns a Writer to wr with a buffer of size bytes, or
+// DefaultBufferSize when size <= 0 (and at least 4 KiB). Payloads of at
+// least half the buffer are written straight from the caller's memory, in
+// one vectored write with what is buffered (writev on a socket).
+func NewWriter(wr io.Writer, size int) *Writer {
+	if size <= 0 {
+		size = DefaultBufferSize
+	}
+	return &Writer{wr: wr, buf: make([]byte, 0, max(size, minBufferSize))}
+}
+
+// Reset discards any buffered bytes and error and makes w write to wr,
+// keeping its buffer.
+func (w *Writer) Reset(wr io.Writer) {
+	w.wr, w.buf, w.err = wr, w.buf[:0], nil
+}
+
+// Buffered returns the number of bytes written to w but not yet flushed.
+func (w *Writer) Buffered() int { return len(w.buf) }
+
+// Flush writes every buffered byte to the connection.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	n, err := w.wr.Write(w.buf)
+	if err == nil && n < len(w.buf) {
+		err = io.ErrShortWrite
+	}
+	w.buf = w.buf[:0]
+	w.err = err
+	return err
+}
+
+// WriteFrame writes one frame. It may write to the connection (when the
+// buffer fills or the payload is large) but does not flush what remains.
+func (w *Writer) WriteFrame(stream uint32, typ Type, flags Flags, payload []byte) error {
+	if uint64(len(payload)) > math.MaxUint32 {
+		return &FrameTooLargeError{Size: math.MaxUint32, Limit: math.MaxUint32}
+	}
+	return w.write(Header{Length: uint32(len(payload)), Stream: stream, Type: typ, Flags: flags}, nil, payload)
+}
+
+// WriteMessage writes msg as AppendMessage lays it out: one frame, or a
+// chunked message in frames of at most maxFrame payload bytes. It panics as
+// AppendMessage does.
+func (w *Writer) WriteMessage(stream uint32, typ Type, flags Flags, msg []byte, maxFrame uint32) error {
+	var c Chunker
+	c.Reset(stream, typ, flags, msg)
+	for !c.Done() {
+		n, err := w.WriteChunk(&c, maxFrame)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			panic("wire: WriteMessage: maxFrame too small to chunk a message")
+		}
+	}
+	return nil
+}
+
+// WriteChunk writes the next frame of c, with a payload of at most max bytes,
+// and returns its payload length, as Chunker.AppendNext does: -1 when max is
+// too small to make progress, and then nothing is written.
+func (w *Writer) WriteChunk(c *Chunker, max uint32) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	h, prefix, chunk, ok := c.next(max)
+	if !ok {
+		return -1, nil
+	}
+	var pre []byte
+	if prefix {
+		binary.BigEndian.PutUint32(w.pre[:], c.total)
+		pre = w.pre[:]
+	}
+	if err := w.write(h, pre, chunk); err != nil {
+		return 0, err
+	}
+	c.advance(chunk)
+	return int(h.Length), nil
+}
+
+// write writes the header h, pre (the total-length prefix of a chunked
+// message's first frame, or nil) and chunk.
+func (w *Writer) write(h Header, pre, chunk []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	head := HeaderSize + len(pre)
+	if len(w.buf)+head+len(chunk) <= cap(w.buf) {
+		w.buf = AppendHeader(w.buf, h)
+		w.buf = append(w.buf, pre...)
+		w.buf = append(w.buf, chunk...)
+		return nil
+	}
+	if len(chunk) < cap(w.buf)/2 {
+		// Small: make room, then buffer it.
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		w.buf = AppendHeader(w.buf, h)
+		w.buf = append(w.buf, pre...)
+		w.buf = append(w.buf, chunk...)
+		return nil
+	}
+	// Large: send what is buffered, the header and the payload in one
+	// vectored write, without copying the payload.
+	if len(w.buf)+head > cap(w.buf) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	w.buf = AppendHeader(w.buf, h)
+	w.buf = append(w.buf, pre...)
+	want := int64(len(w.buf) + len(chunk))
+	w.vecArr = [2][]byte{w.buf, chunk}
+	w.vec = w.vecArr[:]
+	n, err := w.vec.WriteTo(w.wr)
+	w.vecArr, w.vec = [2][]byte{}, nil // drop the reference to chunk
+	w.buf = w.buf[:0]
+	if err == nil && n < want {
+		err = io.ErrShortWrite
+	}
+	w.err = err
+	return err
+}
+
+// HasFrame reports whether a whole frame is already buffered, so that the
+// next call to Next returns without reading from the connection.
+func (r *Reader) HasFrame() bool {
+	h, ok := ParseHeader(r.buf[r.r:r.w])
+	return ok && uint64(r.w-r.r) >= uint64(HeaderSize)+uint64(h.Length)
+}

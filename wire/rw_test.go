@@ -1,0 +1,513 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+)
+
+type testFrame struct {
+	h Header
+	p string
+}
+
+func sampleFrames() []testFrame {
+	return []testFrame{
+		{Header{Stream: 1, Type: TypeHeaders}, "\x02/m\x00\x00"},
+		{Header{Stream: 1, Type: TypeData, Flags: FlagEnd}, "hello"},
+		{Header{Type: TypePing}, "12345678"},
+		{Header{Stream: 1, Type: TypeData}, strings.Repeat("x", 3000)},
+		{Header{Stream: 3, Type: TypeCancel}, ""},
+		{Header{Type: TypeWindow}, "\x00\x00\x10\x00"},
+	}
+}
+
+func encodeFrames(fs []testFrame) []byte {
+	var b []byte
+	for _, f := range fs {
+		b = AppendFrame(b, f.h.Stream, f.h.Type, f.h.Flags, []byte(f.p))
+	}
+	return b
+}
+
+func readAll(t *testing.T, r *Reader, want []testFrame) {
+	t.Helper()
+	for i, f := range want {
+		h, p, err := r.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		f.h.Length = uint32(len(f.p))
+		if h != f.h || string(p) != f.p {
+			t.Fatalf("frame %d: %v %.20q, want %v %.20q", i, h, p, f.h, f.p)
+		}
+	}
+	if h, p, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the frames: %v %q %v, want io.EOF", h, p, err)
+	}
+}
+
+func TestReader(t *testing.T) {
+	fs := sampleFrames()
+	b := encodeFrames(fs)
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"one byte": iotest.OneByteReader,
+		"half":     iotest.HalfReader,
+		"data+err": iotest.DataErrReader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			readAll(t, NewReader(wrap(bytes.NewReader(b)), DefaultMaxFrameSize), fs)
+		})
+	}
+}
+
+func TestReaderSmallBufferCompacts(t *testing.T) {
+	// Many frames that straddle the 4 KiB buffer's end.
+	var fs []testFrame
+	for i := range 200 {
+		fs = append(fs, testFrame{Header{Stream: 1, Type: TypeData}, strings.Repeat(string(rune('a'+i%26)), 1+i*37%1500)})
+	}
+	r := NewReader(iotest.HalfReader(bytes.NewReader(encodeFrames(fs))), 2000)
+	if len(r.buf) != minBufferSize {
+		t.Fatalf("buffer %d, want %d", len(r.buf), minBufferSize)
+	}
+	readAll(t, r, fs)
+	if len(r.buf) != minBufferSize {
+		t.Fatalf("buffer grew to %d", len(r.buf))
+	}
+}
+
+func TestReaderGrows(t *testing.T) {
+	big := strings.Repeat("b", 300<<10)
+	fs := []testFrame{
+		{Header{Stream: 1, Type: TypeData}, "small"},
+		{Header{Stream: 1, Type: TypeData}, big},
+		{Header{Stream: 1, Type: TypeData}, big[:100<<10]},
+		{Header{Stream: 1, Type: TypeData}, "small"},
+	}
+	r := NewReader(bytes.NewReader(encodeFrames(fs)), 1<<20)
+	if len(r.buf) != DefaultBufferSize {
+		t.Fatalf("initial buffer %d", len(r.buf))
+	}
+	readAll(t, r, fs)
+	if len(r.buf) < HeaderSize+len(big) || len(r.buf) > HeaderSize+1<<20 {
+		t.Fatalf("buffer %d after a %d-byte frame", len(r.buf), len(big))
+	}
+	// A run of small frames shrinks the buffer back.
+	var burst []testFrame
+	burst = append(burst, fs[1])
+	for range shrinkAfter + 1 {
+		burst = append(burst, fs[0])
+	}
+	r = NewReader(bytes.NewReader(encodeFrames(burst)), 1<<20)
+	readAll(t, r, burst)
+	if len(r.buf) != DefaultBufferSize {
+		t.Fatalf("buffer %d after a run of small frames", len(r.buf))
+	}
+	// Growth never goes past the largest frame allowed.
+	r = NewReader(bytes.NewReader(encodeFrames(fs[1:2])), uint32(len(big)))
+	readAll(t, r, fs[1:2])
+	if len(r.buf) != HeaderSize+len(big) {
+		t.Fatalf("buffer %d, want %d", len(r.buf), HeaderSize+len(big))
+	}
+}
+
+func TestReaderBadHeader(t *testing.T) {
+	// The bad header is reported before its payload is read: the reader
+	// holds only the header.
+	b := AppendHeader(nil, Header{Length: 5000, Stream: 1, Type: TypeData})
+	r := NewReader(&chunkReader{t: t, chunks: []string{string(b)}}, 4096)
+	for range 2 {
+		h, p, err := r.Next()
+		var e *FrameTooLargeError
+		if !errors.As(err, &e) || h.Length != 5000 || p != nil {
+			t.Fatalf("%v %v %v", h, p, err)
+		}
+	}
+	b = AppendFrame(nil, 1, TypeData, 0, []byte("ok"))
+	b = AppendHeader(b, Header{Stream: 0, Type: TypeData})
+	r = NewReader(bytes.NewReader(b), 4096)
+	if _, p, err := r.Next(); err != nil || string(p) != "ok" {
+		t.Fatal(p, err)
+	}
+	var fe *FrameError
+	if _, _, err := r.Next(); !errors.As(err, &fe) {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderEOF(t *testing.T) {
+	b := encodeFrames(sampleFrames()[:2])
+	r := NewReader(bytes.NewReader(nil), 1024)
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("empty: %v", err)
+	}
+	for _, cut := range []int{1, HeaderSize - 1, HeaderSize, HeaderSize + 2, len(b) - 1} {
+		r := NewReader(bytes.NewReader(b[:cut]), 1024)
+		var err error
+		for err == nil {
+			_, _, err = r.Next()
+		}
+		if err != io.ErrUnexpectedEOF {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+	}
+	boom := errors.New("boom")
+	r = NewReader(io.MultiReader(bytes.NewReader(b), iotest.ErrReader(boom)), 1024)
+	r.Next()
+	r.Next()
+	if _, _, err := r.Next(); err != boom {
+		t.Fatalf("read error: %v", err)
+	}
+	r = NewReader(emptyReader{}, 1024)
+	if _, _, err := r.Next(); err != io.ErrNoProgress {
+		t.Fatalf("no progress: %v", err)
+	}
+	r = NewReader(negReader{}, 1024)
+	if _, _, err := r.Next(); err == nil {
+		t.Fatal("negative count accepted")
+	}
+}
+
+type negReader struct{}
+
+func (negReader) Read([]byte) (int, error) { return -1, nil }
+
+// TestReaderTimeoutResumes checks that a read error (a deadline, say) in the
+// middle of a frame leaves the Reader able to continue.
+func TestReaderTimeoutResumes(t *testing.T) {
+	b := encodeFrames(sampleFrames())
+	r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:7])), DefaultMaxFrameSize)
+	if _, _, err := r.Next(); err != iotest.ErrTimeout {
+		t.Fatalf("%v", err)
+	}
+	if r.Buffered() != 7 {
+		t.Fatalf("buffered %d", r.Buffered())
+	}
+	r.rd = bytes.NewReader(b[7:])
+	readAll(t, r, sampleFrames())
+}
+
+func TestReaderBufferedAndReset(t *testing.T) {
+	b := encodeFrames(sampleFrames())
+	r := NewReader(bytes.NewReader(b), DefaultMaxFrameSize)
+	if r.Buffered() != 0 {
+		t.Fatal("buffered before reading")
+	}
+	h, _, _ := r.Next()
+	if r.Buffered() != len(b)-HeaderSize-int(h.Length) {
+		t.Fatalf("Buffered %d", r.Buffered())
+	}
+	r.Reset(bytes.NewReader(b))
+	if r.Buffered() != 0 {
+		t.Fatal("Reset kept bytes")
+	}
+	readAll(t, r, sampleFrames())
+}
+
+func TestReaderAllocs(t *testing.T) {
+	frame := AppendFrame(nil, 1, TypeData, 0, make([]byte, 1024))
+	src := &repeatReader{b: bytes.Repeat(frame, 10)}
+	r := NewReader(src, DefaultMaxFrameSize)
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocs", n)
+	}
+}
+
+// repeatReader returns b over and over.
+type repeatReader struct {
+	b   []byte
+	off int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.b[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.b)
+	}
+	return n, nil
+}
+
+// recorder records each Write call.
+type recorder struct {
+	writes [][]byte
+	err    error
+	short  bool
+}
+
+func (w *recorder) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.writes = append(w.writes, bytes.Clone(p))
+	if w.short {
+		return len(p) - 1, nil
+	}
+	return len(p), nil
+}
+
+func (w *recorder) all() []byte { return bytes.Join(w.writes, nil) }
+
+func TestWriter(t *testing.T) {
+	fs := sampleFrames()
+	var rec recorder
+	w := NewWriter(&rec, 0)
+	if cap(w.buf) != DefaultBufferSize {
+		t.Fatalf("default size %d", cap(w.buf))
+	}
+	for _, f := range fs {
+		if err := w.WriteFrame(f.h.Stream, f.h.Type, f.h.Flags, []byte(f.p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := encodeFrames(fs)
+	if len(rec.writes) != 0 || w.Buffered() != len(want) {
+		t.Fatalf("wrote before Flush: %d writes, %d buffered", len(rec.writes), w.Buffered())
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.writes) != 1 || !bytes.Equal(rec.all(), want) || w.Buffered() != 0 {
+		t.Fatalf("%d writes", len(rec.writes))
+	}
+	if err := w.Flush(); err != nil || len(rec.writes) != 1 {
+		t.Fatal("empty Flush wrote")
+	}
+}
+
+func TestWriterFullAndLarge(t *testing.T) {
+	var rec recorder
+	w := NewWriter(&rec, 100) // raised to 4 KiB
+	if cap(w.buf) != minBufferSize {
+		t.Fatalf("size %d", cap(w.buf))
+	}
+	small := bytes.Repeat([]byte{1}, 1200)
+	large := bytes.Repeat([]byte{2}, 3000)
+	huge := bytes.Repeat([]byte{3}, 10000)
+	var want []byte
+	write := func(p []byte) {
+		t.Helper()
+		if err := w.WriteFrame(1, TypeData, 0, p); err != nil {
+			t.Fatal(err)
+		}
+		want = AppendFrame(want, 1, TypeData, 0, p)
+	}
+	write(small)
+	write(small)
+	write(small)
+	write(small) // does not fit: flushes the first three
+	if len(rec.writes) != 1 || len(rec.writes[0]) != 3*(HeaderSize+1200) {
+		t.Fatalf("writes %d", len(rec.writes))
+	}
+	write(large) // large: buffer, header and payload go out together
+	if len(rec.writes) != 3 || !bytes.Equal(rec.writes[2], large) || w.Buffered() != 0 {
+		t.Fatalf("large: %d writes, %d buffered", len(rec.writes), w.Buffered())
+	}
+	write(huge)
+	if len(rec.writes) != 5 || !bytes.Equal(rec.writes[4], huge) {
+		t.Fatal("huge payload was copied")
+	}
+	// A large payload when not even its header fits in the buffer.
+	write(small)
+	write(small)
+	write(small)
+	write(make([]byte, 4096-3*(HeaderSize+1200)-HeaderSize))
+	if w.Buffered() != 4096 {
+		t.Fatalf("buffered %d", w.Buffered())
+	}
+	write(large)
+	if len(rec.writes) != 8 || len(rec.writes[5]) != 4096 || len(rec.writes[6]) != HeaderSize {
+		t.Fatalf("%d writes", len(rec.writes))
+	}
+	write(small)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rec.all(), want) {
+		t.Fatal("bytes written differ")
+	}
+}
+
+func TestWriterVectored(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(c2)
+		got <- b
+	}()
+	w := NewWriter(c1, 4096)
+	msg := bytes.Repeat([]byte("vector"), 5000)
+	w.WriteFrame(1, TypeHeaders, 0, []byte("h"))
+	if err := w.WriteMessage(1, TypeData, FlagEnd, msg, 16384); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	want := AppendFrame(nil, 1, TypeHeaders, 0, []byte("h"))
+	want = AppendMessage(want, 1, TypeData, FlagEnd, msg, 16384)
+	if !bytes.Equal(<-got, want) {
+		t.Fatal("bytes differ")
+	}
+}
+
+func TestWriterErrors(t *testing.T) {
+	boom := errors.New("boom")
+	rec := &recorder{err: boom}
+	w := NewWriter(rec, 4096)
+	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != boom {
+		t.Fatal(err)
+	}
+	// Sticky.
+	rec.err = nil
+	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != boom {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != boom {
+		t.Fatal(err)
+	}
+	if n, err := w.WriteChunk(&Chunker{}, 10); err != boom || n != 0 {
+		t.Fatal(n, err)
+	}
+	if err := w.WriteMessage(1, TypeData, 0, []byte("x"), 1024); err != boom {
+		t.Fatal(err)
+	}
+	w.Reset(rec)
+	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != nil || w.Flush() != nil {
+		t.Fatal("Reset kept the error")
+	}
+	// Short writes.
+	rec.short = true
+	w.WriteFrame(1, TypeData, 0, []byte("x"))
+	if err := w.Flush(); err != io.ErrShortWrite {
+		t.Fatal(err)
+	}
+	w.Reset(rec)
+	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 5000)); err != io.ErrShortWrite {
+		t.Fatal(err)
+	}
+	// Errors while making room.
+	rec.short, rec.err = false, nil
+	w.Reset(rec)
+	w.WriteFrame(1, TypeData, 0, make([]byte, 3000))
+	rec.err = boom
+	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 1500)); err != boom {
+		t.Fatal("small path:", err)
+	}
+	rec.err = nil
+	w.Reset(rec)
+	w.WriteFrame(1, TypeData, 0, make([]byte, 4080))
+	rec.err = boom
+	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 3000)); err != boom {
+		t.Fatal("large path:", err)
+	}
+	// An error mid-message stops it.
+	rec.err = nil
+	w.Reset(rec)
+	rec.err = boom
+	if err := w.WriteMessage(1, TypeData, 0, make([]byte, 20000), 4096); err != boom {
+		t.Fatal(err)
+	}
+}
+
+func TestWriterChunkAndMessage(t *testing.T) {
+	var rec recorder
+	w := NewWriter(&rec, 4096)
+	msg := bytes.Repeat([]byte("0123456789"), 2000)
+	if err := w.WriteMessage(7, TypeData, FlagEnd, msg, 5000); err != nil {
+		t.Fatal(err)
+	}
+	var c Chunker
+	c.Reset(9, TypeData, 0, msg[:100])
+	if n, err := w.WriteChunk(&c, 4); n != -1 || err != nil {
+		t.Fatal(n, err)
+	}
+	for _, max := range []uint32{50, 1, 1000} {
+		if n, err := w.WriteChunk(&c, max); err != nil || n <= 0 || uint32(n) > max {
+			t.Fatal(n, err)
+		}
+	}
+	if !c.Done() {
+		t.Fatal("not done")
+	}
+	w.Flush()
+	want := AppendMessage(nil, 7, TypeData, FlagEnd, msg, 5000)
+	c.Reset(9, TypeData, 0, msg[:100])
+	for _, max := range []uint32{50, 1, 1000} {
+		want, _ = c.AppendNext(want, max)
+	}
+	if !bytes.Equal(rec.all(), want) {
+		t.Fatal("WriteMessage/WriteChunk differ from AppendMessage/AppendNext")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a tiny maxFrame")
+		}
+	}()
+	w.WriteMessage(1, TypeData, 0, msg, 4)
+}
+
+func TestWriterAllocs(t *testing.T) {
+	w := NewWriter(io.Discard, 0)
+	p := make([]byte, 1024)
+	big := make([]byte, 1<<20)
+	if n := testing.AllocsPerRun(100, func() {
+		w.WriteFrame(1, TypeData, 0, p)
+		w.WriteMessage(1, TypeData, FlagEnd, big, DefaultMaxFrameSize)
+		w.Flush()
+	}); n != 0 {
+		t.Fatalf("%v allocs", n)
+	}
+}
+
+// TestPipeRoundTrip runs a Writer and a Reader against each other over
+// net.Pipe, which has no buffering.
+func TestPipeRoundTrip(t *testing.T) {
+	c1, c2 := net.Pipe()
+	fs := sampleFrames()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer c1.Close()
+		w := NewWriter(c1, 0)
+		for range 50 {
+			for _, f := range fs {
+				if err := w.WriteFrame(f.h.Stream, f.h.Type, f.h.Flags, []byte(f.p)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := w.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	r := NewReader(c2, DefaultMaxFrameSize)
+	var all []testFrame
+	for range 50 {
+		all = append(all, fs...)
+	}
+	readAll(t, r, all)
+	c2.Close()
+	wg.Wait()
+}
