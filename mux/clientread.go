@@ -13,9 +13,10 @@ import (
 // held by at most one goroutine at a time (readTok):
 //
 //   - A caller waiting in Recv with a context that cannot be canceled takes
-//     the role itself and reads until its own stream has something, then
-//     hands the role on. A lone caller thus reads its own reply, as a plain
-//     blocking read would, with no goroutine switch.
+//     the role itself if it is free and reads until its own stream has
+//     something; if others are waiting then, a background reader takes
+//     over. A lone caller thus reads its own reply, as a plain blocking read
+//     would, with no goroutine switch.
 //   - Any other waiter (a cancelable Recv, a sender waiting for credit, a
 //     ping) makes sure the role is held, starting a background reader
 //     goroutine if no one holds it. That goroutine reads while anyone waits,
@@ -26,16 +27,14 @@ import (
 // a reader.
 
 // waitRead blocks until st has something to receive, ch is signalled, or ctx
-// ends. While it waits, st is marked waiting and counted in s.waiters.
+// ends. While it waits, it is counted in s.waiters.
 func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) error {
-	st.waiting.Store(true)
 	s.waiters.Add(1)
 	if ctx.Done() == nil && s.readTok.CompareAndSwap(false, true) {
 		for !st.ready() && s.readOne() {
 		}
-		// Stop counting as a waiter before handing the role on, so that
-		// it goes to someone else.
-		st.waiting.Store(false)
+		// Stop counting as a waiter before giving the role up, so that a
+		// background reader starts only for others.
 		s.waiters.Add(-1)
 		s.releaseRead()
 		return nil
@@ -47,7 +46,6 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	st.waiting.Store(false)
 	s.waiters.Add(-1)
 	return err
 }
@@ -76,34 +74,14 @@ func (s *Session) backgroundRead() {
 	}
 }
 
-// releaseRead gives up the reader role and, if anyone is waiting, wakes one
-// of them to take it.
+// releaseRead gives up the reader role. If anyone is still waiting, a
+// background reader takes over: handing the role to one particular waiter
+// could pick one that is about to return with its data and strand the rest.
 func (s *Session) releaseRead() {
 	s.readTok.Store(false)
 	if s.waiters.Load() > 0 {
-		s.wakeWaiter()
-	}
-}
-
-// wakeWaiter signals one waiting stream, or starts a background reader for
-// waiters that are not streams.
-func (s *Session) wakeWaiter() {
-	s.mu.Lock()
-	var found *Stream
-	for _, st := range s.streams {
-		if st.waiting.Load() {
-			found = st
-			break
-		}
-	}
-	s.mu.Unlock()
-	if found == nil {
 		s.ensureReader()
-		return
 	}
-	found.mu.Lock()
-	found.signalLocked()
-	found.mu.Unlock()
 }
 
 // readOne reads and handles one frame. It returns false once the session

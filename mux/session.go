@@ -584,6 +584,17 @@ func (s *Session) onTrailers(h wire.Header, p []byte) error {
 		st.mu.Unlock()
 		return &ProtocolError{Reason: "trailers in the middle of a chunked message"}
 	}
+	if !s.client {
+		// A caller's TRAILERS|END half-closes its side without a message.
+		st.recvEnd = true
+		st.signalLocked()
+		st.mu.Unlock()
+		if !st.requested && s.cfg.OnRequest != nil {
+			st.requested = true
+			s.cfg.OnRequest(st)
+		}
+		return nil
+	}
 	st.trailer = append(st.trailer[:0], p...)
 	st.hasTrailer = true
 	st.recvEnd = true

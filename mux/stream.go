@@ -39,7 +39,6 @@ type Stream struct {
 	recvWin    int64         // credit the peer may still use on this stream
 	unacked    int64         // bytes consumed but not yet granted back
 	requested  bool          // OnRequest was called (reader goroutine only)
-	waiting    atomic.Bool   // a client goroutine waits in Recv (see clientread.go)
 
 	// protected by s.flowMu
 	sendWin  int64
@@ -183,6 +182,13 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 			err = uerr
 		}
 		return err
+	}
+	if s.client {
+		// A large message may need credit, and the peer may block writing
+		// it if no one reads: keep a reader going while it is sent.
+		s.waiters.Add(1)
+		defer s.waiters.Add(-1)
+		s.ensureReader()
 	}
 	var prefix [4]byte
 	binary.BigEndian.PutUint32(prefix[:], uint32(len(msg)))
@@ -588,6 +594,54 @@ func (st *Stream) Cancel() {
 	if !done {
 		st.s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
 	}
+}
+
+// CloseSend half-closes the client's send side without a message: the
+// server reads the end of the request stream. It is a no-op if the send side
+// is already closed.
+func (st *Stream) CloseSend() error {
+	s := st.s
+	s.flowMu.Lock()
+	if st.sendDone {
+		s.flowMu.Unlock()
+		return nil
+	}
+	st.sendDone = true
+	s.flowMu.Unlock()
+	b, err := s.w.lock()
+	if err == nil {
+		b = wire.AppendFrame(b, st.ID(), wire.TypeTrailers, wire.FlagEnd, nil)
+	}
+	if uerr := s.w.unlock(b); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// SendHeader sends reply metadata (server role) ahead of the first message.
+func (st *Stream) SendHeader(md []string) error {
+	s := st.s
+	if err := st.err(); err != nil {
+		return err
+	}
+	b, err := s.w.lock()
+	if err == nil {
+		b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders})
+		start := len(b)
+		b = wire.AppendMetadata(b, md)
+		setLength(b, start)
+	}
+	if uerr := s.w.unlock(b); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// Close ends a client stream without returning it to the pool: use it
+// instead of Release when other goroutines (a context watcher) may still
+// refer to the stream. A stream not yet finished is canceled.
+func (st *Stream) Close() {
+	st.Cancel()
 }
 
 // Release returns a client stream to the session's pool. The caller must not

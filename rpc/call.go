@@ -47,9 +47,10 @@ type serverCall struct {
 	err   error
 	timer *time.Timer
 
-	mdMu    sync.Mutex // protects following
-	header  Metadata
-	trailer Metadata
+	mdMu       sync.Mutex // protects following
+	header     Metadata
+	trailer    Metadata
+	headerSent bool // a streaming call sent its reply headers
 }
 
 var _ context.Context = (*serverCall)(nil)

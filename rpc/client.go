@@ -45,6 +45,8 @@ type ClientOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Interceptors wrap every unary call, the first outermost.
 	Interceptors []UnaryClientInterceptor
+	// StreamInterceptors wrap the opening of every streaming call.
+	StreamInterceptors []StreamClientInterceptor
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
 }

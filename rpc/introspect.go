@@ -21,7 +21,7 @@ type MethodList struct {
 // MethodInfo describes one registered method.
 type MethodInfo struct {
 	Name    string `json:"name"`
-	Kind    string `json:"kind"` // "unary"
+	Kind    string `json:"kind"` // unary, server_stream, client_stream or bidi_stream
 	Request *Shape `json:"request"`
 	Reply   *Shape `json:"reply"`
 }
@@ -56,7 +56,7 @@ func (s *Server) methodList() *MethodList {
 	out := &MethodList{Methods: make([]MethodInfo, 0, len(hs))}
 	for _, h := range hs {
 		out.Methods = append(out.Methods, MethodInfo{
-			Name: h.name, Kind: "unary",
+			Name: h.name, Kind: h.kind.String(),
 			Request: shapeOf(h.reqType, 0), Reply: shapeOf(h.respType, 0),
 		})
 	}

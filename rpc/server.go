@@ -51,6 +51,8 @@ type ServerOptions struct {
 	CallBurst int
 	// Interceptors wrap every unary call, the first outermost.
 	Interceptors []UnaryServerInterceptor
+	// StreamInterceptors wrap every streaming call, the first outermost.
+	StreamInterceptors []StreamServerInterceptor
 	// NoInline makes every call run on a worker goroutine. By default calls
 	// run on the connection's reader goroutine, which saves two goroutine
 	// switches per call; one that runs longer than a fraction of a
@@ -444,6 +446,9 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 		c.md = append([]byte(nil), h.Metadata...)
 	}
 	c.state.Store(callAdmitted)
+	if hd.kind != KindUnary {
+		s.dispatch(c) // streams are long-lived: never on the reader goroutine
+	}
 }
 
 // onRequest starts an admitted call once its request message is in. It runs
@@ -454,7 +459,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 // requests go to a worker goroutine.
 func (sc *serverConn) onRequest(st *mux.Stream) {
 	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted {
+	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
 		return
 	}
 	if !sc.srv.opts.NoInline && st.PendingSize() <= inlineMax {
@@ -494,7 +499,11 @@ func (s *Server) worker(c *serverCall) {
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
-		c.run()
+		if c.h.kind == KindUnary {
+			c.run()
+		} else {
+			c.runStream()
+		}
 		t.Reset(workerIdle)
 		select {
 		case c = <-s.work:

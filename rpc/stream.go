@@ -1,0 +1,438 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Kind is the shape of a method: how many messages go each way.
+type Kind int
+
+// The kinds of method.
+const (
+	KindUnary        Kind = iota // one request, one reply
+	KindServerStream             // one request, a stream of replies
+	KindClientStream             // a stream of requests, one reply
+	KindBidiStream               // streams both ways
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindUnary:
+		return "unary"
+	case KindServerStream:
+		return "server_stream"
+	case KindClientStream:
+		return "client_stream"
+	case KindBidiStream:
+		return "bidi_stream"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// StreamServerInterceptor wraps a streaming call on the server. It calls
+// next to run the handler, possibly with a derived context.
+type StreamServerInterceptor func(ctx context.Context, info *CallInfo, next func(ctx context.Context) error) error
+
+// Stream is the server's side of a streaming call: typed messages in from
+// the caller (Recv) and out to it (Send). It is safe to call Send from one
+// goroutine while another calls Recv.
+type Stream[Req, Resp any] struct {
+	c          *serverCall
+	headerOnce sync.Once
+	headerErr  error
+}
+
+// Context returns the call's context.
+func (s *Stream[Req, Resp]) Context() context.Context { return s.c }
+
+// Recv returns the caller's next message, or io.EOF once the caller closed
+// its side.
+func (s *Stream[Req, Resp]) Recv() (*Req, error) {
+	buf, err := s.c.st.Recv(s.c)
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, callError(err)
+	}
+	req := new(Req)
+	err = s.c.codec.Unmarshal(buf.B, req)
+	pool.Put(buf)
+	if err != nil {
+		return nil, status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", s.c.h.name, s.c.codec.Name(), err)
+	}
+	return req, nil
+}
+
+// Send sends one message to the caller, waiting for flow-control credit if
+// the caller reads slowly. Reply headers set with SetHeader go out first.
+func (s *Stream[Req, Resp]) Send(m *Resp) error {
+	if err := s.sendHeader(); err != nil {
+		return err
+	}
+	scratch := pool.Get(512)
+	data, err := s.c.codec.Append(scratch.B[:0], m)
+	if err != nil {
+		pool.Put(scratch)
+		return status.Errorf(status.Internal, "encoding %s reply as %s: %v", s.c.h.name, s.c.codec.Name(), err)
+	}
+	err = s.c.st.Send(s.c, data, false)
+	pool.Put(scratch)
+	if err != nil {
+		return callError(err)
+	}
+	return nil
+}
+
+func (s *Stream[Req, Resp]) sendHeader() error {
+	s.headerOnce.Do(func() {
+		c := s.c
+		c.mdMu.Lock()
+		md := c.header.pairs()
+		c.headerSent = true
+		c.mdMu.Unlock()
+		if md != nil {
+			s.headerErr = c.st.SendHeader(md)
+		}
+	})
+	return s.headerErr
+}
+
+// HandleServerStream registers a handler that takes one request and sends
+// any number of replies with stream.Send. Returning ends the call with the
+// returned error's status.
+func HandleServerStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req, stream *Stream[Req, Resp]) error, opts ...MethodOption) {
+	registerStream(s, method, KindServerStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
+		req, err := st.Recv()
+		if err == io.EOF {
+			return status.Errorf(status.InvalidArgument, "%s: call without a request message", method)
+		}
+		if err != nil {
+			return err
+		}
+		return fn(ctx, req, st)
+	})
+}
+
+// HandleClientStream registers a handler that receives any number of
+// requests with stream.Recv (io.EOF after the last) and returns one reply.
+func HandleClientStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, stream *Stream[Req, Resp]) (*Resp, error), opts ...MethodOption) {
+	registerStream(s, method, KindClientStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
+		resp, err := fn(ctx, st)
+		if err != nil {
+			return err
+		}
+		if resp == nil {
+			return status.Errorf(status.Internal, "handler for %s returned a nil reply", method)
+		}
+		return st.Send(resp)
+	})
+}
+
+// HandleBidiStream registers a handler that receives and sends streams of
+// messages, in any order, from one goroutine or two.
+func HandleBidiStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, stream *Stream[Req, Resp]) error, opts ...MethodOption) {
+	registerStream(s, method, KindBidiStream, opts, fn)
+}
+
+func registerStream[Req, Resp any](s *Server, method string, kind Kind, opts []MethodOption, fn func(ctx context.Context, st *Stream[Req, Resp]) error) {
+	h := &handler{name: method, kind: kind, reqType: reflect.TypeFor[Req](), respType: reflect.TypeFor[Resp]()}
+	h.info.Method = method
+	h.stream = func(c *serverCall) error {
+		st := &Stream[Req, Resp]{c: c}
+		run := func(ctx context.Context) error { return fn(ctx, st) }
+		if ics := s.opts.StreamInterceptors; len(ics) > 0 {
+			for i := len(ics) - 1; i >= 0; i-- {
+				ic, next := ics[i], run
+				run = func(ctx context.Context) error { return ic(ctx, &h.info, next) }
+			}
+		}
+		if err := run(c); err != nil {
+			return err
+		}
+		return st.sendHeader()
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	s.register(h)
+}
+
+// runStream executes a streaming call on its own goroutine and ends it with
+// the handler's status.
+func (c *serverCall) runStream() {
+	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
+		return
+	}
+	srv := c.conn.srv
+	defer srv.callDone(c.conn)
+	defer c.cancel(context.Canceled)
+	err := c.invokeStream()
+	c.mdMu.Lock()
+	var header []string
+	if !c.headerSent {
+		header = c.header.pairs()
+	}
+	trailer := c.trailer.pairs()
+	c.mdMu.Unlock()
+	code, msg, details := status.OK, "", [][]byte(nil)
+	if se := status.FromError(err); se != nil {
+		code, msg, details = se.Code, se.Message, se.Details
+	}
+	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
+}
+
+func (c *serverCall) invokeStream() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.conn.srv.logPanic(c.h.name, r, debug.Stack())
+			err = status.Errorf(status.Internal, "handler for %s panicked", c.h.name)
+		}
+	}()
+	return c.h.stream(c)
+}
+
+// StreamClientInterceptor wraps the opening of a streaming call on the
+// client; it may add call options (metadata, say) and calls open to go on.
+type StreamClientInterceptor func(ctx context.Context, method string, opts []CallOption, open func(ctx context.Context, opts ...CallOption) error) error
+
+// ClientStream is the client's side of a streaming call. Send and CloseSend
+// may be called from one goroutine while another calls Recv. The stream ends
+// when Recv returns an error (io.EOF for success), or when its context ends,
+// which cancels the call on the server whether or not anyone is reading.
+type ClientStream[Req, Resp any] struct {
+	ctx     context.Context
+	method  string
+	cd      codec.Codec
+	st      *mux.Stream
+	stop    func() bool // stops the context watcher
+	o       callOptions
+	mu      sync.Mutex // protects following
+	header  Metadata
+	trailer Metadata
+	err     error // terminal Recv error
+}
+
+// NewStream opens a streaming call to method. The codec is chosen from Req
+// as for unary calls unless WithCodec says otherwise; the context's deadline
+// travels to the server and its cancellation cancels the call.
+func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opts ...CallOption) (*ClientStream[Req, Resp], error) {
+	cs := &ClientStream[Req, Resp]{ctx: ctx, method: method}
+	open := func(ctx context.Context, opts ...CallOption) error {
+		if len(opts) > 0 {
+			cs.o = *gatherOptions(opts)
+		}
+		cs.cd = cs.o.codec
+		if cs.cd == nil {
+			cs.cd = codec.For(new(Req))
+		}
+		var timeout time.Duration
+		if d, ok := ctx.Deadline(); ok {
+			if timeout = time.Until(d); timeout <= 0 {
+				return status.New(status.DeadlineExceeded, context.DeadlineExceeded.Error())
+			}
+		}
+		var err error
+		for attempt := 0; ; attempt++ {
+			var s *mux.Session
+			if s, err = c.session(ctx); err != nil {
+				return err
+			}
+			cs.st, err = s.Open(ctx, method, cs.cd.ID(), timeout, cs.o.md.pairs(), nil, false)
+			if err == nil || attempt > 0 || !(drained(err) || isConnErr(err)) {
+				break
+			}
+		}
+		if err != nil {
+			return callError(err)
+		}
+		cs.ctx = ctx
+		st := cs.st
+		cs.stop = context.AfterFunc(ctx, st.Cancel)
+		return nil
+	}
+	var err error
+	if ics := c.opts.StreamInterceptors; len(ics) > 0 {
+		run := open
+		for i := len(ics) - 1; i >= 0; i-- {
+			ic, next := ics[i], run
+			run = func(ctx context.Context, opts ...CallOption) error { return ic(ctx, method, opts, next) }
+		}
+		err = run(ctx, opts...)
+	} else {
+		err = open(ctx, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// Send sends one message. It waits for flow-control credit when the server
+// reads slowly, until the stream's context ends.
+func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
+	scratch := pool.Get(512)
+	data, err := cs.cd.Append(scratch.B[:0], m)
+	if err != nil {
+		pool.Put(scratch)
+		return status.Errorf(status.Internal, "encoding %s request as %s: %v", cs.method, cs.cd.Name(), err)
+	}
+	err = cs.st.Send(cs.ctx, data, false)
+	pool.Put(scratch)
+	if err != nil {
+		return cs.sendError(err)
+	}
+	return nil
+}
+
+// sendError explains a failed send: once the server has ended the call, its
+// status is the better error.
+func (cs *ClientStream[Req, Resp]) sendError(err error) error {
+	if errors.Is(err, mux.ErrStreamClosed) {
+		return status.Errorf(status.FailedPrecondition, "%s: send after CloseSend", cs.method)
+	}
+	if cs.ctx.Err() != nil {
+		return callError(cs.ctx.Err())
+	}
+	return callError(err)
+}
+
+// CloseSend tells the server that no more messages will be sent.
+func (cs *ClientStream[Req, Resp]) CloseSend() error {
+	if err := cs.st.CloseSend(); err != nil {
+		return cs.sendError(err)
+	}
+	return nil
+}
+
+// Recv returns the server's next message. At the end of the call it returns
+// io.EOF if the call succeeded and the call's *status.Error otherwise; the
+// trailers are then available.
+func (cs *ClientStream[Req, Resp]) Recv() (*Resp, error) {
+	cs.mu.Lock()
+	if cs.err != nil {
+		err := cs.err
+		cs.mu.Unlock()
+		return nil, err
+	}
+	cs.mu.Unlock()
+	buf, err := cs.st.Recv(cs.ctx)
+	if err == nil {
+		cs.captureHeader()
+		resp := new(Resp)
+		err = cs.cd.Unmarshal(buf.B, resp)
+		pool.Put(buf)
+		if err != nil {
+			cs.st.Cancel()
+			return nil, cs.end(status.Errorf(status.Internal, "decoding %s reply: %v", cs.method, err))
+		}
+		return resp, nil
+	}
+	if err != io.EOF {
+		if cs.ctx.Err() != nil {
+			err = cs.ctx.Err()
+		}
+		return nil, cs.end(callError(err))
+	}
+	cs.captureHeader()
+	tb, _ := cs.st.Trailer()
+	tr, perr := wire.ParseTrailer(tb)
+	if perr != nil {
+		return nil, cs.end(status.Errorf(status.Internal, "%s: malformed trailer: %v", cs.method, perr))
+	}
+	md, _ := parseMetadata(tr.Metadata)
+	cs.mu.Lock()
+	cs.trailer = md
+	cs.mu.Unlock()
+	if tr.Code != 0 {
+		se := &status.Error{Code: status.Code(tr.Code), Message: string(tr.Message)}
+		if len(tr.Details) > 0 {
+			se.Details, _ = wire.ParseDetails(tr.Details)
+		}
+		return nil, cs.end(se)
+	}
+	return nil, cs.end(io.EOF)
+}
+
+// CloseAndRecv closes the send side and returns the single reply of a
+// client-streaming call.
+func (cs *ClientStream[Req, Resp]) CloseAndRecv() (*Resp, error) {
+	if err := cs.CloseSend(); err != nil {
+		return nil, err
+	}
+	resp, err := cs.Recv()
+	if err != nil {
+		if err == io.EOF {
+			return nil, status.Errorf(status.Internal, "%s: no reply message", cs.method)
+		}
+		return nil, err
+	}
+	if _, err := cs.Recv(); err != io.EOF {
+		if err == nil {
+			cs.Close()
+			return nil, status.Errorf(status.Internal, "%s: more than one reply message", cs.method)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (cs *ClientStream[Req, Resp]) captureHeader() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.header == nil {
+		if hb, ok := cs.st.Header(); ok {
+			cs.header, _ = parseMetadata(hb)
+			if cs.header == nil {
+				cs.header = Metadata{}
+			}
+		}
+	}
+}
+
+// end records the stream's terminal error and frees it.
+func (cs *ClientStream[Req, Resp]) end(err error) error {
+	cs.mu.Lock()
+	if cs.err == nil {
+		cs.err = err
+	}
+	err = cs.err
+	cs.mu.Unlock()
+	cs.stop()
+	cs.st.Close()
+	return err
+}
+
+// Header returns the reply headers, once the first message or the end of
+// the call has been received.
+func (cs *ClientStream[Req, Resp]) Header() Metadata {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.header
+}
+
+// Trailer returns the reply trailers once Recv has returned an error.
+func (cs *ClientStream[Req, Resp]) Trailer() Metadata {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.trailer
+}
+
+// Close abandons the call: if it has not ended, the server is told to
+// cancel it. Close is safe to call at any time and more than once.
+func (cs *ClientStream[Req, Resp]) Close() {
+	cs.end(status.New(status.Canceled, "stream closed by the client"))
+}
