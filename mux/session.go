@@ -92,6 +92,7 @@ type Session struct {
 	readerState atomic.Uint64
 	inlineTimer *time.Timer
 	closeOnce   sync.Once
+	closing     atomic.Bool // closeWith has begun
 }
 
 // Client performs the client side of the handshake on conn and starts the
@@ -174,13 +175,20 @@ func (s *Session) handshakeTimeout() time.Duration {
 
 func (s *Session) start(peer wire.Settings) {
 	s.peer = peer
-	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow)
+	// Half a window at most, so that a sender with part of its window
+	// still unreturned (the receiver returns credit in halves) can always
+	// make progress.
+	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow/2)
 	s.streams = make(map[uint32]*Stream)
 	s.connSendWin = int64(peer.InitialWindow) * connWindowFactor
 	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
 	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
 	s.w.init(s.conn)
-	s.w.onErr = s.closeWith
+	s.w.onErr = func(err error) {
+		if !s.closing.Load() { // a failed write while closing is expected
+			s.closeWith(err)
+		}
+	}
 	s.done = make(chan struct{})
 	s.inlineTimer = time.AfterFunc(time.Hour, s.takeover)
 	s.inlineTimer.Stop()
@@ -233,6 +241,7 @@ func (s *Session) NumStreams() int {
 func (s *Session) Close() error {
 	s.closeWith(ErrClosed)
 	s.readers.Wait()
+	s.w.async.Wait()
 	return nil
 }
 
@@ -244,6 +253,7 @@ func (s *Session) Flush() error { return s.w.drain() }
 // closeWith ends the session with err (the first error wins).
 func (s *Session) closeWith(err error) {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
 		var pe *ProtocolError
 		if errors.As(err, &pe) {
 			// Tell the peer why before hanging up.
@@ -362,9 +372,10 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 // writeFrame writes one small control frame without waiting for buffer
 // space, so the reader goroutine never blocks on a busy writer.
 func (s *Session) writeFrame(stream uint32, typ wire.Type, flags wire.Flags, payload []byte) error {
-	b, _ := s.w.lockNoWait()
+	b, err := s.w.lockNoWait()
 	b = wire.AppendFrame(b, stream, typ, flags, payload)
-	return s.w.unlock(b)
+	s.w.unlockAsync(b)
+	return err
 }
 
 func (s *Session) readLoop() {
@@ -380,12 +391,12 @@ func (s *Session) readLoop() {
 		// replies to requests that arrived together leave in one write.
 		if !s.client {
 			if more := s.r.HasFrame(); more != corked {
+				corked = more
 				if more {
 					s.w.cork()
-				} else {
-					s.w.uncork()
+				} else if s.guarded(s.w.uncork) {
+					return // another goroutine took over reading while this one wrote
 				}
-				corked = more
 			}
 		}
 		h, p, err := s.r.Next()
@@ -545,7 +556,7 @@ func (s *Session) refuse(id uint32, code status.Code, msg string) {
 	start := len(b)
 	b = wire.AppendTrailer(b, uint32(code), msg, nil, nil)
 	setLength(b, start)
-	s.w.unlock(b)
+	s.w.unlockAsync(b)
 }
 
 func (s *Session) onReplyHeaders(h wire.Header, p []byte) error {

@@ -39,6 +39,7 @@ type Stream struct {
 	recvWin    int64         // credit the peer may still use on this stream
 	unacked    int64         // bytes consumed but not yet granted back
 	requested  bool          // OnRequest was called (reader goroutine only)
+	held       int64         // credit for chunks withheld while messages wait in the queue
 
 	// protected by s.flowMu
 	sendWin  int64
@@ -98,6 +99,7 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 	var flags wire.Flags
 	if end && msg == nil {
 		flags = wire.FlagEnd
+		st.sendDone = true // no one else sees st yet
 	}
 	b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders, Flags: flags})
 	start := len(b)
@@ -313,12 +315,15 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 			q := st.queue[st.head]
 			st.queue[st.head] = queued{}
 			st.head++
+			credit := int64(q.credit)
 			if st.head == len(st.queue) {
 				st.queue = st.queue[:0]
 				st.head = 0
+				credit += st.held // the queue is empty: chunks may flow again
+				st.held = 0
 			}
 			st.mu.Unlock()
-			st.consumed(int64(q.credit))
+			st.consumed(credit)
 			return q.b, nil
 		}
 		if st.recvEnd && st.asm == nil {
@@ -404,7 +409,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		st.mu.Unlock()
 		return &ProtocolError{Reason: fmt.Sprintf("stream %d flow-control window exceeded", h.Stream)}
 	}
-	var early int64 // credit returned at once, for chunks of unfinished messages
+	var early int64 // credit returned at once, for a chunk of an unfinished message
 	switch {
 	case st.asm == nil && h.Flags&wire.FlagMore == 0:
 		if uint32(len(p)) > s.local.MaxMessageSize {
@@ -434,7 +439,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		}
 		st.asm = pool.Get(int(total))
 		st.asmN = copy(st.asm.B, p[4:])
-		early = n
+		early = st.earlyCreditLocked(n)
 	default:
 		if st.asmN+len(p) > len(st.asm.B) {
 			st.mu.Unlock()
@@ -442,7 +447,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		}
 		st.asmN += copy(st.asm.B[st.asmN:], p)
 		if h.Flags&wire.FlagMore != 0 {
-			early = n
+			early = st.earlyCreditLocked(n)
 			break
 		}
 		if st.asmN != len(st.asm.B) {
@@ -483,6 +488,19 @@ func (st *Stream) PendingSize() int {
 	return -1
 }
 
+// earlyCreditLocked decides the credit returned at once for a chunk of n
+// bytes of an unfinished message. A message larger than the window could
+// never complete if its chunks waited for Recv, so they are credited as they
+// arrive, but only while no finished message waits in the queue: a receiver
+// that stops reading thus holds at most one message and one window.
+func (st *Stream) earlyCreditLocked(n int64) int64 {
+	if st.head < len(st.queue) {
+		st.held += n
+		return 0
+	}
+	return n
+}
+
 // takeoverDelay is how long a request may run inline on the reader goroutine
 // before another goroutine takes over reading the connection.
 const takeoverDelay = 200 * time.Microsecond
@@ -494,14 +512,22 @@ const takeoverDelay = 200 * time.Microsecond
 // connection so other streams are not held up, and the current one leaves
 // the reader loop when fn returns.
 func (st *Stream) RunInline(fn func(*Stream)) {
-	s := st.s
+	st.s.guarded(func() { fn(st) }) // the reader loop sees a takeover itself
+}
+
+// guarded runs fn, which may block writing, on the reader goroutine under
+// the same takeover rule as RunInline. It reports whether another goroutine
+// took over reading meanwhile, in which case the caller must stop reading.
+func (s *Session) guarded(fn func()) (replaced bool) {
 	g := s.readerState.Load() &^ 1
 	s.readerState.Store(g | 1)
 	s.inlineTimer.Reset(takeoverDelay)
-	fn(st)
+	fn()
 	if s.readerState.CompareAndSwap(g|1, g) {
 		s.inlineTimer.Stop() // still the reader: the timer is ours
+		return false
 	}
+	return true
 }
 
 // takeover starts a new reader goroutine if a request is still running
@@ -563,6 +589,8 @@ func (st *Stream) drop(err error) {
 		pool.Put(st.asm)
 		st.asm = nil
 	}
+	credit += st.held
+	st.held = 0
 	st.mu.Unlock()
 	st.s.grantConn(credit)
 }
@@ -647,6 +675,9 @@ func (st *Stream) Close() {
 // Release returns a client stream to the session's pool. The caller must not
 // use st afterwards.
 func (st *Stream) Release() {
+	if st.ID() == 0 {
+		return // released already
+	}
 	st.drop(ErrStreamClosed)
 	st.s.remove(st)
 	st.mu.Lock()
@@ -756,6 +787,9 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 	start := len(b)
 	b = wire.AppendTrailer(b, uint32(code), message, details, trailer)
 	setLength(b, start)
+	// The stream stops counting against MaxStreams before the peer can
+	// see it end and open the next one.
+	s.remove(st)
 	return s.w.unlock(b)
 }
 
@@ -767,6 +801,7 @@ func (st *Stream) finished() {
 // Refuse ends a stream the peer opened with a non-OK status and no reply,
 // without waiting for buffer space: it is safe on the reader goroutine.
 func (st *Stream) Refuse(code status.Code, msg string) {
+	st.s.remove(st)
 	st.s.refuse(st.ID(), code, msg)
 	st.finished()
 }

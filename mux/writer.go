@@ -13,14 +13,15 @@ import (
 type writer struct {
 	conn net.Conn
 
-	mu       sync.Mutex  // protects following
-	cond     sync.Cond   // signalled when a flush round ends
-	buf      []byte      // frames waiting to be written
-	spare    []byte      // the other half of the double buffer
-	flushing bool        // a caller is inside conn.Write
-	corked   bool        // hold frames back (see cork)
-	err      error       // first write error; sticky
-	onErr    func(error) // called once, without the lock, when a write fails
+	mu       sync.Mutex     // protects following
+	cond     sync.Cond      // signalled when a flush round ends
+	buf      []byte         // frames waiting to be written
+	spare    []byte         // the other half of the double buffer
+	flushing bool           // a caller is inside conn.Write
+	corked   bool           // hold frames back (see cork)
+	err      error          // first write error; sticky
+	onErr    func(error)    // called once, without the lock, when a write fails
+	async    sync.WaitGroup // goroutines started by unlockAsync
 }
 
 // highWater bounds how much a writer buffers while a flush is in progress.
@@ -117,6 +118,27 @@ func (w *writer) uncork() {
 		return
 	}
 	w.flushLocked()
+}
+
+// unlockAsync is unlock for control frames written by a reader goroutine:
+// if the frames must be written now, a new goroutine writes them, so that the
+// reader never blocks in conn.Write on a peer that is itself blocked writing
+// and not reading.
+func (w *writer) unlockAsync(b []byte) {
+	w.buf = b
+	if w.err != nil || w.flushing || w.corked && len(w.buf) < highWater || len(w.buf) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.flushing = true // claimed for the goroutine below
+	w.mu.Unlock()
+	w.async.Add(1)
+	go func() {
+		defer w.async.Done()
+		w.mu.Lock()
+		w.flushing = false
+		w.flushLocked()
+	}()
 }
 
 // drain waits until every appended frame was written (or writing failed).

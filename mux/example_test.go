@@ -1,0 +1,90 @@
+package mux_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sync"
+
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// A client and a server session over an in-memory connection. The server
+// answers every message on a stream with the same text in upper case and
+// ends the stream with an OK status once the client half-closes.
+func Example() {
+	ctx := context.Background()
+	cconn, sconn := net.Pipe()
+
+	var handlers sync.WaitGroup
+	serverCfg := &mux.Config{
+		// OnStream runs on the session's reader goroutine and must not
+		// block: hand the stream to a goroutine.
+		OnStream: func(st *mux.Stream, h *wire.CallHeader) {
+			handlers.Go(func() {
+				for {
+					m, err := st.Recv(ctx)
+					if err == io.EOF { // the client half-closed
+						st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+						return
+					}
+					if err != nil {
+						return
+					}
+					if err := st.Send(ctx, bytes.ToUpper(m.B), false); err != nil {
+						return
+					}
+				}
+			})
+		},
+	}
+	servers := make(chan *mux.Session, 1)
+	go func() {
+		s, err := mux.Server(sconn, serverCfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		servers <- s
+	}()
+	client, err := mux.Client(cconn, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	server := <-servers
+
+	st, err := client.Open(ctx, "Echo.Upper", 0, 0, nil, nil, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	words := []string{"hello", "warren", "bye"}
+	for i, w := range words {
+		if err := st.Send(ctx, []byte(w), i == len(words)-1); err != nil {
+			log.Fatal(err)
+		}
+		m, err := st.Recv(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(string(m.B))
+	}
+	if _, err := st.Recv(ctx); err == io.EOF {
+		p, _ := st.Trailer()
+		tr, _ := wire.ParseTrailer(p)
+		fmt.Println("status:", status.Code(tr.Code))
+	}
+	st.Release()
+
+	client.Close()
+	server.Close()
+	handlers.Wait()
+	// Output:
+	// HELLO
+	// WARREN
+	// BYE
+	// status: ok
+}
