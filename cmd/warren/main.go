@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,6 +191,13 @@ func demo(args []string, out io.Writer) error {
 	if failed.Load() > 0 || last.Load() != int64(*calls) {
 		return fmt.Errorf("counter ended at %d after %d calls (%d failed)", last.Load(), *calls, failed.Load())
 	}
-	fmt.Fprintln(out, "server shut down; socket removed")
+	if a, err := transport.ParseAddr(*addr); err == nil && a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+		if _, err := os.Lstat(a.Address); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("socket file %s still exists after shutdown (%v)", a.Address, err)
+		}
+		fmt.Fprintln(out, "server shut down; socket removed")
+	} else {
+		fmt.Fprintln(out, "server shut down")
+	}
 	return nil
 }

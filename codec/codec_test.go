@@ -1,0 +1,133 @@
+package codec
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestByIDAndFor(t *testing.T) {
+	for _, c := range []Codec{Raw, JSON, Proto} {
+		got, err := ByID(c.ID())
+		if err != nil || got != c {
+			t.Errorf("ByID(%d) = %v, %v", c.ID(), got, err)
+		}
+	}
+	if _, err := ByID(9); !errors.Is(err, ErrUnknownCodec) {
+		t.Errorf("ByID(9) err = %v", err)
+	}
+	var b []byte
+	if For(b) != Raw || For(&b) != Raw || For(wrapperspb.String("x")) != Proto || For(&struct{}{}) != JSON {
+		t.Error("For picked the wrong codec")
+	}
+}
+
+func TestRaw(t *testing.T) {
+	out, err := Raw.Append([]byte("ab"), []byte("cd"))
+	if err != nil || string(out) != "abcd" {
+		t.Fatalf("Append = %q, %v", out, err)
+	}
+	dst := make([]byte, 0, 16)
+	if err := Raw.Unmarshal([]byte("xyz"), &dst); err != nil || string(dst) != "xyz" || cap(dst) != 16 {
+		t.Fatalf("Unmarshal = %q (cap %d), %v", dst, cap(dst), err)
+	}
+	if _, err := Raw.Append(nil, 42); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("Append(int) err = %v", err)
+	}
+	if err := Raw.Unmarshal(nil, new(string)); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("Unmarshal(*string) err = %v", err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	type msg struct {
+		Name  string `json:"name"`
+		Value int64  `json:"value"`
+		HTML  string `json:"html"`
+	}
+	out, err := JSON.Append([]byte("prefix:"), msg{"a", 1 << 62, "<b>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `prefix:{"name":"a","value":4611686018427387904,"html":"<b>"}`; string(out) != want {
+		t.Fatalf("Append = %s, want %s", out, want)
+	}
+	var m msg
+	if err := JSON.Unmarshal(out[len("prefix:"):], &m); err != nil || m.Value != 1<<62 || m.HTML != "<b>" {
+		t.Fatalf("Unmarshal = %+v, %v", m, err)
+	}
+	// Numbers decoded into interface values stay exact.
+	var v map[string]any
+	if err := JSON.Unmarshal([]byte(`{"n":9223372036854775807,"f":0.1}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := v["n"].(json.Number); !ok || n.String() != "9223372036854775807" {
+		t.Fatalf("n = %#v", v["n"])
+	}
+	if err := JSON.Unmarshal([]byte(`{} {}`), &v); err == nil {
+		t.Error("trailing data accepted")
+	}
+	if err := JSON.Unmarshal([]byte(`{"name":`), &m); err == nil {
+		t.Error("truncated JSON accepted")
+	}
+	// proto.Message values go through protojson.
+	out, err = JSON.Append(nil, wrapperspb.String("hi"))
+	if err != nil || string(out) != `"hi"` {
+		t.Fatalf("protojson Append = %s, %v", out, err)
+	}
+	w := new(wrapperspb.StringValue)
+	if err := JSON.Unmarshal([]byte(`"yo"`), w); err != nil || w.GetValue() != "yo" {
+		t.Fatalf("protojson Unmarshal = %v, %v", w, err)
+	}
+}
+
+func TestProto(t *testing.T) {
+	out, err := Proto.Append(nil, wrapperspb.Int64(-5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := proto.Marshal(wrapperspb.Int64(-5))
+	if string(out) != string(want) {
+		t.Fatalf("Append = %x, want %x", out, want)
+	}
+	v := new(wrapperspb.Int64Value)
+	if err := Proto.Unmarshal(out, v); err != nil || v.GetValue() != -5 {
+		t.Fatalf("Unmarshal = %v, %v", v, err)
+	}
+	if _, err := Proto.Append(nil, struct{}{}); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("Append(struct) err = %v", err)
+	}
+	if err := Proto.Unmarshal(nil, new(int)); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("Unmarshal(*int) err = %v", err)
+	}
+	if err := Proto.Unmarshal([]byte{0xff}, v); err == nil {
+		t.Error("malformed protobuf accepted")
+	}
+}
+
+func BenchmarkJSONAppend(b *testing.B) {
+	type msg struct {
+		Name  string `json:"name"`
+		Value int64  `json:"value"`
+	}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = JSON.Append(buf[:0], &msg{"counter", 42})
+	}
+}
+
+func BenchmarkProtoAppend(b *testing.B) {
+	m := wrapperspb.Bytes(make([]byte, 1024))
+	buf := make([]byte, 0, 2048)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = Proto.Append(buf[:0], m)
+	}
+}
