@@ -50,6 +50,17 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 	return err
 }
 
+// HoldReader keeps a reader going on a client session until the matching
+// ReleaseReader, for a long-lived stream whose messages must be read (and
+// whose peer must not block writing them) even while no one waits in Recv.
+func (s *Session) HoldReader() {
+	s.waiters.Add(1)
+	s.ensureReader()
+}
+
+// ReleaseReader undoes one HoldReader.
+func (s *Session) ReleaseReader() { s.waiters.Add(-1) }
+
 // ensureReader starts a background reader if no goroutine holds the role.
 func (s *Session) ensureReader() {
 	if s.readTok.CompareAndSwap(false, true) {

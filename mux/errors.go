@@ -21,6 +21,9 @@ var (
 	// ErrTooManyStreams is returned when the peer's MaxStreams limit is
 	// reached.
 	ErrTooManyStreams = errors.New("warren: too many concurrent streams")
+	// ErrStreamEnded is returned when sending on a client stream that the
+	// server has already ended with its trailers; Recv tells the outcome.
+	ErrStreamEnded = errors.New("warren: stream ended by the server")
 	// ErrStreamClosed is returned when sending on a stream after its send
 	// side was closed.
 	ErrStreamClosed = errors.New("warren: send on closed stream")

@@ -90,7 +90,11 @@ type Session struct {
 	// left by one, with the low bit set while the reader runs a request
 	// inline (see Stream.RunInline).
 	readerState atomic.Uint64
-	inlineTimer *time.Timer
+	inlineTimer *time.Timer  // the watch timer (see guarded)
+	inlineStart atomic.Int64 // when the current inline run began (UnixNano); 0 when none
+	inlineRuns  atomic.Uint64
+	watchArmed  atomic.Bool
+	watchedRuns uint64 // inlineRuns at the last tick; watch timer only
 	closeOnce   sync.Once
 	closing     atomic.Bool // closeWith has begun
 }
@@ -190,7 +194,7 @@ func (s *Session) start(peer wire.Settings) {
 		}
 	}
 	s.done = make(chan struct{})
-	s.inlineTimer = time.AfterFunc(time.Hour, s.takeover)
+	s.inlineTimer = time.AfterFunc(time.Hour, s.watch)
 	s.inlineTimer.Stop()
 	if !s.client {
 		s.readers.Add(1)
@@ -278,10 +282,10 @@ func (s *Session) closeWith(err error) {
 		s.conn.Close()
 		s.w.fail(err)
 		for _, st := range streams {
-			st.fail(err)
-			if s.cfg.OnReset != nil {
+			if !s.client && s.cfg.OnReset != nil {
 				s.cfg.OnReset(st, err)
 			}
+			st.fail(err)
 		}
 		for _, ch := range pings {
 			close(ch)
@@ -428,11 +432,13 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 		return s.onTrailers(h, p)
 	case wire.TypeCancel:
 		if st := s.lookup(h.Stream); st != nil {
-			st.drop(ErrStreamCanceled)
-			s.remove(st)
+			// The work behind the stream learns first, so that a Recv
+			// failing below finds its context already done.
 			if !s.client && s.cfg.OnReset != nil {
 				s.cfg.OnReset(st, ErrStreamCanceled)
 			}
+			st.drop(ErrStreamCanceled)
+			s.remove(st)
 		}
 	case wire.TypeWindow:
 		incr, err := wire.ParseWindow(p)
@@ -611,6 +617,7 @@ func (s *Session) onTrailers(h wire.Header, p []byte) error {
 	st.recvEnd = true
 	st.signalLocked()
 	st.mu.Unlock()
+	st.wakeSender() // the call is over: a sender waiting for credit stops
 	return nil
 }
 

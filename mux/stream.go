@@ -301,6 +301,9 @@ func (st *Stream) wakeSender() {
 func (st *Stream) err() error {
 	st.mu.Lock()
 	err := st.rerr
+	if err == nil && st.hasTrailer {
+		err = ErrStreamEnded
+	}
 	st.mu.Unlock()
 	return err
 }
@@ -503,7 +506,7 @@ func (st *Stream) earlyCreditLocked(n int64) int64 {
 
 // takeoverDelay is how long a request may run inline on the reader goroutine
 // before another goroutine takes over reading the connection.
-const takeoverDelay = 200 * time.Microsecond
+const takeoverDelay = time.Millisecond
 
 // RunInline runs fn(st) on the calling goroutine, which must be the
 // session's reader goroutine inside Config.OnRequest. Running a short
@@ -518,20 +521,50 @@ func (st *Stream) RunInline(fn func(*Stream)) {
 // guarded runs fn, which may block writing, on the reader goroutine under
 // the same takeover rule as RunInline. It reports whether another goroutine
 // took over reading meanwhile, in which case the caller must stop reading.
+//
+// Arming a timer for every request would cost more than the goroutine
+// switches inline running saves (resetting a timer can wake the runtime's
+// network poller). Instead a watch timer ticks every takeoverDelay while the
+// session runs requests inline, and stops after a quiet tick.
 func (s *Session) guarded(fn func()) (replaced bool) {
 	g := s.readerState.Load() &^ 1
 	s.readerState.Store(g | 1)
-	s.inlineTimer.Reset(takeoverDelay)
-	fn()
-	if s.readerState.CompareAndSwap(g|1, g) {
-		s.inlineTimer.Stop() // still the reader: the timer is ours
-		return false
+	s.inlineStart.Store(time.Now().UnixNano())
+	s.inlineRuns.Add(1)
+	if !s.watchArmed.Load() && s.watchArmed.CompareAndSwap(false, true) {
+		s.inlineTimer.Reset(takeoverDelay)
 	}
-	return true
+	fn()
+	if !s.readerState.CompareAndSwap(g|1, g) {
+		return true // taken over: inlineStart belongs to the new reader now
+	}
+	s.inlineStart.Store(0)
+	return false
+}
+
+// watch runs on the watch timer: it starts a new reader goroutine if a
+// request has been running inline for longer than takeoverDelay, and keeps
+// ticking while the session is busy.
+func (s *Session) watch() {
+	if start := s.inlineStart.Load(); start != 0 && time.Now().UnixNano()-start >= int64(takeoverDelay) {
+		s.takeover()
+	}
+	runs := s.inlineRuns.Load()
+	if runs != s.watchedRuns || s.inlineStart.Load() != 0 {
+		s.watchedRuns = runs
+		s.inlineTimer.Reset(takeoverDelay)
+		return
+	}
+	s.watchArmed.Store(false)
+	// A run that began just before the store above saw the timer armed and
+	// did not arm it: look again.
+	if s.inlineStart.Load() != 0 && s.watchArmed.CompareAndSwap(false, true) {
+		s.inlineTimer.Reset(takeoverDelay)
+	}
 }
 
 // takeover starts a new reader goroutine if a request is still running
-// inline. It runs on the inline timer's goroutine.
+// inline.
 func (s *Session) takeover() {
 	cur := s.readerState.Load()
 	if cur&1 == 0 || !s.readerState.CompareAndSwap(cur, (cur&^1)+2) {

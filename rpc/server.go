@@ -55,8 +55,8 @@ type ServerOptions struct {
 	StreamInterceptors []StreamServerInterceptor
 	// NoInline makes every call run on a worker goroutine. By default calls
 	// run on the connection's reader goroutine, which saves two goroutine
-	// switches per call; one that runs longer than a fraction of a
-	// millisecond hands reading to a new goroutine.
+	// switches per call; one that runs longer than about a millisecond
+	// hands reading to a new goroutine.
 	NoInline bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
@@ -95,8 +95,8 @@ type Server struct {
 	ctx      context.Context // parent of every connection's context
 	cancel   context.CancelFunc
 
-	mu        sync.Mutex // protects following
-	listeners map[net.Listener]struct{}
+	mu        sync.Mutex                 // protects following
+	listeners map[*net.Listener]struct{} // by pointer: a listener value need not be hashable
 	conns     map[*serverConn]struct{}
 	perUID    map[int]int
 	limiters  map[string]*peerLimiter
@@ -186,15 +186,16 @@ func (s *Server) Serve(l net.Listener) error {
 		return ErrServerClosed
 	}
 	if s.listeners == nil {
-		s.listeners = map[net.Listener]struct{}{}
+		s.listeners = map[*net.Listener]struct{}{}
 	}
-	s.listeners[l] = struct{}{}
+	key := &l
+	s.listeners[key] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		delete(s.listeners, l)
+		delete(s.listeners, key)
 		s.mu.Unlock()
 	}()
 	var backoff time.Duration
@@ -455,7 +456,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 // inline on the reader goroutine: no goroutine switch, and the replies to
 // requests read together leave in one write. A call that runs long hands
 // reading to a new goroutine (see mux.Stream.RunInline), so it delays the
-// others on its connection by a fraction of a millisecond at most. Large
+// others on its connection by about a millisecond at most. Large
 // requests go to a worker goroutine.
 func (sc *serverConn) onRequest(st *mux.Stream) {
 	c := st.Owner.(*serverCall)
@@ -583,7 +584,7 @@ func (s *Server) beginClose() []*mux.Session {
 		close(s.closed)
 	}
 	for l := range s.listeners {
-		l.Close()
+		(*l).Close()
 	}
 	var out []*mux.Session
 	for sc := range s.conns {

@@ -51,17 +51,18 @@ type StreamServerInterceptor func(ctx context.Context, info *CallInfo, next func
 // goroutine while another calls Recv.
 type Stream[Req, Resp any] struct {
 	c          *serverCall
+	ctx        context.Context // the call's context, as the interceptors left it
 	headerOnce sync.Once
 	headerErr  error
 }
 
 // Context returns the call's context.
-func (s *Stream[Req, Resp]) Context() context.Context { return s.c }
+func (s *Stream[Req, Resp]) Context() context.Context { return s.ctx }
 
 // Recv returns the caller's next message, or io.EOF once the caller closed
 // its side.
 func (s *Stream[Req, Resp]) Recv() (*Req, error) {
-	buf, err := s.c.st.Recv(s.c)
+	buf, err := s.c.st.Recv(s.ctx)
 	if err != nil {
 		if err == io.EOF {
 			return nil, io.EOF
@@ -89,7 +90,7 @@ func (s *Stream[Req, Resp]) Send(m *Resp) error {
 		pool.Put(scratch)
 		return status.Errorf(status.Internal, "encoding %s reply as %s: %v", s.c.h.name, s.c.codec.Name(), err)
 	}
-	err = s.c.st.Send(s.c, data, false)
+	err = s.c.st.Send(s.ctx, data, false)
 	pool.Put(scratch)
 	if err != nil {
 		return callError(err)
@@ -152,8 +153,11 @@ func registerStream[Req, Resp any](s *Server, method string, kind Kind, opts []M
 	h := &handler{name: method, kind: kind, reqType: reflect.TypeFor[Req](), respType: reflect.TypeFor[Resp]()}
 	h.info.Method = method
 	h.stream = func(c *serverCall) error {
-		st := &Stream[Req, Resp]{c: c}
-		run := func(ctx context.Context) error { return fn(ctx, st) }
+		st := &Stream[Req, Resp]{c: c, ctx: c}
+		run := func(ctx context.Context) error {
+			st.ctx = ctx
+			return fn(ctx, st)
+		}
 		if ics := s.opts.StreamInterceptors; len(ics) > 0 {
 			for i := len(ics) - 1; i >= 0; i-- {
 				ic, next := ics[i], run
@@ -219,6 +223,8 @@ type ClientStream[Req, Resp any] struct {
 	cd      codec.Codec
 	st      *mux.Stream
 	stop    func() bool // stops the context watcher
+	sess    *mux.Session
+	ended   bool // end ran; protected by mu
 	o       callOptions
 	mu      sync.Mutex // protects following
 	header  Metadata
@@ -262,6 +268,11 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 		cs.ctx = ctx
 		st := cs.st
 		cs.stop = context.AfterFunc(ctx, st.Cancel)
+		// Keep the connection read while the stream is open, so that the
+		// server's messages and trailers arrive (up to the flow-control
+		// window) even when the caller is not in Recv.
+		cs.sess = st.Session()
+		cs.sess.HoldReader()
 		return nil
 	}
 	var err error
@@ -282,7 +293,8 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 }
 
 // Send sends one message. It waits for flow-control credit when the server
-// reads slowly, until the stream's context ends.
+// reads slowly, until the stream's context ends. Once the server has ended
+// the call, Send returns io.EOF and Recv returns the call's outcome.
 func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
 	scratch := pool.Get(512)
 	data, err := cs.cd.Append(scratch.B[:0], m)
@@ -301,6 +313,12 @@ func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
 // sendError explains a failed send: once the server has ended the call, its
 // status is the better error.
 func (cs *ClientStream[Req, Resp]) sendError(err error) error {
+	cs.mu.Lock()
+	ended := cs.ended
+	cs.mu.Unlock()
+	if ended || errors.Is(err, mux.ErrStreamEnded) {
+		return io.EOF // the call is over: Recv returns its outcome
+	}
 	if errors.Is(err, mux.ErrStreamClosed) {
 		return status.Errorf(status.FailedPrecondition, "%s: send after CloseSend", cs.method)
 	}
@@ -410,9 +428,14 @@ func (cs *ClientStream[Req, Resp]) end(err error) error {
 		cs.err = err
 	}
 	err = cs.err
+	first := !cs.ended
+	cs.ended = true
 	cs.mu.Unlock()
-	cs.stop()
-	cs.st.Close()
+	if first {
+		cs.stop()
+		cs.st.Close()
+		cs.sess.ReleaseReader()
+	}
 	return err
 }
 
