@@ -305,19 +305,10 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts 
 			return status.New(status.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	var scratch *pool.Buf
-	var data []byte
-	if raw, ok := rawBytes(req); ok && cd.ID() == codec.IDRaw {
-		data = raw // sent as is: no copy
-	} else {
-		scratch = pool.Get(512)
-		var err error
-		if data, err = cd.Append(scratch.B[:0], req); err != nil {
-			pool.Put(scratch)
-			return &status.Error{Code: status.Internal, Message: fmt.Sprintf("encoding %s request: %v", method, err), Cause: err}
-		}
+	data, scratch, err := encode(cd, req) // raw bytes are sent as they are
+	if err != nil {
+		return &status.Error{Code: status.Internal, Message: fmt.Sprintf("encoding %s request: %v", method, err), Cause: err}
 	}
-	var err error
 	for attempt := 0; ; attempt++ {
 		var retry bool
 		retry, err = c.attempt(ctx, method, cd, timeout, &o, data, resp)
@@ -327,10 +318,7 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts 
 			break
 		}
 	}
-	if scratch != nil {
-		scratch.B = data[:0]
-		pool.Put(scratch)
-	}
+	pool.Put(scratch)
 	return err
 }
 

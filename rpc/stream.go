@@ -84,10 +84,8 @@ func (s *Stream[Req, Resp]) Send(m *Resp) error {
 	if err := s.sendHeader(); err != nil {
 		return err
 	}
-	scratch := pool.Get(512)
-	data, err := s.c.codec.Append(scratch.B[:0], m)
+	data, scratch, err := encode(s.c.codec, m)
 	if err != nil {
-		pool.Put(scratch)
 		return status.Errorf(status.Internal, "encoding %s reply as %s: %v", s.c.h.name, s.c.codec.Name(), err)
 	}
 	err = s.c.st.Send(s.ctx, data, false)
@@ -209,6 +207,21 @@ func (c *serverCall) invokeStream() (err error) {
 	return c.h.stream(c)
 }
 
+// encode encodes m with cd. Raw bytes are used as they are; anything else is
+// encoded into a pooled scratch buffer, returned for pool.Put (nil for raw).
+func encode(cd codec.Codec, m any) ([]byte, *pool.Buf, error) {
+	if raw, ok := rawBytes(m); ok && cd.ID() == codec.IDRaw {
+		return raw, nil, nil
+	}
+	scratch := pool.Get(512)
+	data, err := cd.Append(scratch.B[:0], m)
+	if err != nil {
+		pool.Put(scratch)
+		return nil, nil, err
+	}
+	return data, scratch, nil
+}
+
 // StreamClientInterceptor wraps the opening of a streaming call on the
 // client; it may add call options (metadata, say) and calls open to go on.
 type StreamClientInterceptor func(ctx context.Context, method string, opts []CallOption, open func(ctx context.Context, opts ...CallOption) error) error
@@ -296,10 +309,8 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 // reads slowly, until the stream's context ends. Once the server has ended
 // the call, Send returns io.EOF and Recv returns the call's outcome.
 func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
-	scratch := pool.Get(512)
-	data, err := cs.cd.Append(scratch.B[:0], m)
+	data, scratch, err := encode(cs.cd, m)
 	if err != nil {
-		pool.Put(scratch)
 		return status.Errorf(status.Internal, "encoding %s request as %s: %v", cs.method, cs.cd.Name(), err)
 	}
 	err = cs.st.Send(cs.ctx, data, false)
