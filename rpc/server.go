@@ -558,6 +558,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) sessions() []*mux.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.sessionsLocked()
+}
+
+// sessionsLocked returns the sessions past their handshake. s.mu is held.
+func (s *Server) sessionsLocked() []*mux.Session {
 	var out []*mux.Session
 	for sc := range s.conns {
 		if sc.sess != nil {
@@ -586,13 +591,7 @@ func (s *Server) beginClose() []*mux.Session {
 	for l := range s.listeners {
 		(*l).Close()
 	}
-	var out []*mux.Session
-	for sc := range s.conns {
-		if sc.sess != nil {
-			out = append(out, sc.sess)
-		}
-	}
-	return out
+	return s.sessionsLocked()
 }
 
 func (s *Server) closeAll() {
