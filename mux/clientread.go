@@ -64,7 +64,17 @@ func (s *Session) ReleaseReader() { s.waiters.Add(-1) }
 // ensureReader starts a background reader if no goroutine holds the role.
 func (s *Session) ensureReader() {
 	if s.readTok.CompareAndSwap(false, true) {
+		// Add under s.mu, after checking that the session is up: Close
+		// waits for readers once closeWith has set s.err under s.mu, so
+		// no reader is added to a WaitGroup being waited for.
+		s.mu.Lock()
+		if s.err != nil {
+			s.mu.Unlock()
+			s.readTok.Store(false)
+			return
+		}
 		s.readers.Add(1)
+		s.mu.Unlock()
 		go s.backgroundRead()
 	}
 }

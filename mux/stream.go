@@ -194,6 +194,7 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 	}
 	var prefix [4]byte
 	binary.BigEndian.PutUint32(prefix[:], uint32(len(msg)))
+	var hdrBuf [wire.HeaderSize + 4]byte
 	rest := msg
 	first := true
 	for len(rest) > 0 {
@@ -217,16 +218,21 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 		if err := st.acquire(ctx, size, last && end); err != nil {
 			return err
 		}
-		b, err := s.w.lock()
-		if err == nil {
-			b = wire.AppendHeader(b, wire.Header{Length: uint32(size), Stream: st.ID(), Type: wire.TypeData, Flags: flags})
-			if first {
-				b = append(b, prefix[:]...)
-			}
-			b = append(b, rest[:n]...)
+		hdr := wire.AppendHeader(hdrBuf[:0], wire.Header{Length: uint32(size), Stream: st.ID(), Type: wire.TypeData, Flags: flags})
+		if first {
+			hdr = append(hdr, prefix[:]...)
 		}
-		if uerr := s.w.unlock(b); err == nil {
-			err = uerr
+		var err error
+		if n >= directMin {
+			err = s.w.writeDirect(hdr, rest[:n])
+		} else {
+			var b []byte
+			if b, err = s.w.lock(); err == nil {
+				b = append(append(b, hdr...), rest[:n]...)
+			}
+			if uerr := s.w.unlock(b); err == nil {
+				err = uerr
+			}
 		}
 		if err != nil {
 			return err
@@ -236,6 +242,11 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 	}
 	return nil
 }
+
+// directMin is the smallest chunk written straight from the caller's
+// message (writer.writeDirect) instead of being copied into the writer's
+// buffer.
+const directMin = 16 << 10
 
 // acquire takes n bytes of stream and connection credit, waiting for WINDOW
 // frames if needed. end marks the stream's send side closed.

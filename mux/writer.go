@@ -22,6 +22,9 @@ type writer struct {
 	err      error          // first write error; sticky
 	onErr    func(error)    // called once, without the lock, when a write fails
 	async    sync.WaitGroup // goroutines started by unlockAsync
+
+	iov  [2][]byte   // writeDirect's buffers; only the flusher touches them
+	bufs net.Buffers // a field, so that passing its address allocates nothing
 }
 
 // highWater bounds how much a writer buffers while a flush is in progress.
@@ -99,6 +102,57 @@ func (w *writer) flushLocked() error {
 	err := w.err
 	w.mu.Unlock()
 	return err
+}
+
+// buffersWriter is a connection that can write several buffers in one
+// system call (transport.Conn; *net.UnixConn and *net.TCPConn through
+// net.Buffers).
+type buffersWriter interface {
+	WriteBuffers(v *net.Buffers) (int64, error)
+}
+
+// writeDirect writes the frames pending in the buffer, then hdr and payload,
+// without copying payload into the buffer: the caller waits for the flusher
+// role and writes them itself, with writev where the connection has it.
+// Frames appended by others meanwhile are flushed after. It is for large
+// DATA payloads, for which the copy costs more than the wait.
+func (w *writer) writeDirect(hdr, payload []byte) error {
+	w.mu.Lock()
+	for w.err == nil && w.flushing {
+		w.cond.Wait()
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	w.flushing = true
+	out := append(w.buf, hdr...)
+	w.buf = w.spare[:0]
+	w.mu.Unlock()
+	var err error
+	w.iov = [2][]byte{out, payload}
+	w.bufs = w.iov[:]
+	switch c := w.conn.(type) {
+	case buffersWriter:
+		_, err = c.WriteBuffers(&w.bufs)
+	case *net.UnixConn, *net.TCPConn:
+		_, err = w.bufs.WriteTo(c)
+	default:
+		if _, err = c.Write(out); err == nil {
+			_, err = c.Write(payload)
+		}
+	}
+	w.iov, w.bufs = [2][]byte{}, nil // keep no reference to the caller's payload
+	w.mu.Lock()
+	w.spare = out[:0]
+	if err != nil && w.err == nil {
+		w.err = &ConnError{Err: err}
+		if w.onErr != nil {
+			defer w.onErr(w.err) // runs after the unlock in flushLocked
+		}
+	}
+	return w.flushLocked() // what others appended meanwhile, if not corked
 }
 
 // cork holds frames back instead of writing them at once, so that the

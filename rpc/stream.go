@@ -62,20 +62,29 @@ func (s *Stream[Req, Resp]) Context() context.Context { return s.ctx }
 // Recv returns the caller's next message, or io.EOF once the caller closed
 // its side.
 func (s *Stream[Req, Resp]) Recv() (*Req, error) {
+	req := new(Req)
+	if err := s.RecvMsg(req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// RecvMsg is Recv into m, which the caller may reuse from one message to
+// the next: with the raw codec and Req []byte, the message is copied into
+// m's capacity, so a steady stream of messages allocates nothing.
+func (s *Stream[Req, Resp]) RecvMsg(m *Req) error {
 	buf, err := s.c.st.Recv(s.ctx)
 	if err != nil {
 		if err == io.EOF {
-			return nil, io.EOF
+			return io.EOF
 		}
-		return nil, callError(err)
+		return callError(err)
 	}
-	req := new(Req)
-	err = s.c.codec.Unmarshal(buf.B, req)
-	pool.Put(buf)
+	err = unmarshalInto(s.c.codec, buf, m)
 	if err != nil {
-		return nil, status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", s.c.h.name, s.c.codec.Name(), err)
+		return status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", s.c.h.name, s.c.codec.Name(), err)
 	}
-	return req, nil
+	return nil
 }
 
 // Send sends one message to the caller, waiting for flow-control credit if
@@ -205,6 +214,22 @@ func (c *serverCall) invokeStream() (err error) {
 		}
 	}()
 	return c.h.stream(c)
+}
+
+// unmarshalInto decodes the received message buf into m and gives buf
+// back to the pool. A raw message for a *[]byte is not copied: the two
+// swap buffers, so m's old buffer is the one the pool gets back and a
+// caller that reuses m receives every message without a copy or an
+// allocation.
+func unmarshalInto(cd codec.Codec, buf *pool.Buf, m any) error {
+	if p, ok := m.(*[]byte); ok && cd.ID() == codec.IDRaw {
+		*p, buf.B = buf.B, (*p)[:0]
+		pool.Put(buf)
+		return nil
+	}
+	err := cd.Unmarshal(buf.B, m)
+	pool.Put(buf)
+	return err
 }
 
 // encode encodes m with cd. Raw bytes are used as they are; anything else is
@@ -351,36 +376,45 @@ func (cs *ClientStream[Req, Resp]) CloseSend() error {
 // io.EOF if the call succeeded and the call's *status.Error otherwise; the
 // trailers are then available.
 func (cs *ClientStream[Req, Resp]) Recv() (*Resp, error) {
+	resp := new(Resp)
+	if err := cs.RecvMsg(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// RecvMsg is Recv into m, which the caller may reuse from one message to
+// the next: with the raw codec and Resp []byte, the message is copied into
+// m's capacity, so a steady stream of messages allocates nothing.
+func (cs *ClientStream[Req, Resp]) RecvMsg(m *Resp) error {
 	cs.mu.Lock()
 	if cs.err != nil {
 		err := cs.err
 		cs.mu.Unlock()
-		return nil, err
+		return err
 	}
 	cs.mu.Unlock()
 	buf, err := cs.st.Recv(cs.ctx)
 	if err == nil {
 		cs.captureHeader()
-		resp := new(Resp)
-		err = cs.cd.Unmarshal(buf.B, resp)
-		pool.Put(buf)
+		err = unmarshalInto(cs.cd, buf, m)
 		if err != nil {
 			cs.st.Cancel()
-			return nil, cs.end(status.Errorf(status.Internal, "decoding %s reply: %v", cs.method, err))
+			return cs.end(status.Errorf(status.Internal, "decoding %s reply: %v", cs.method, err))
 		}
-		return resp, nil
+		return nil
 	}
 	if err != io.EOF {
 		if cs.ctx.Err() != nil {
 			err = cs.ctx.Err()
 		}
-		return nil, cs.end(callError(err))
+		return cs.end(callError(err))
 	}
 	cs.captureHeader()
 	tb, _ := cs.st.Trailer()
 	tr, perr := wire.ParseTrailer(tb)
 	if perr != nil {
-		return nil, cs.end(status.Errorf(status.Internal, "%s: malformed trailer: %v", cs.method, perr))
+		return cs.end(status.Errorf(status.Internal, "%s: malformed trailer: %v", cs.method, perr))
 	}
 	md, _ := parseMetadata(tr.Metadata)
 	cs.mu.Lock()
@@ -391,9 +425,9 @@ func (cs *ClientStream[Req, Resp]) Recv() (*Resp, error) {
 		if len(tr.Details) > 0 {
 			se.Details, _ = wire.ParseDetails(tr.Details)
 		}
-		return nil, cs.end(se)
+		return cs.end(se)
 	}
-	return nil, cs.end(io.EOF)
+	return cs.end(io.EOF)
 }
 
 // CloseAndRecv closes the send side and returns the single reply of a

@@ -41,15 +41,16 @@ func streamBenchServer() *Server {
 	srv := NewServer(&ServerOptions{CallRate: -1, Settings: wire.Settings{MaxMessageSize: streamBenchMaxMsg}})
 	// SB.Echo echoes raw messages.
 	HandleBidiStream(srv, "SB.Echo", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
+		var m []byte // reused: RecvMsg copies into its capacity
 		for {
-			m, err := st.Recv()
+			err := st.RecvMsg(&m)
 			if err == io.EOF {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			if err := st.Send(m); err != nil {
+			if err := st.Send(&m); err != nil {
 				return err
 			}
 		}
@@ -57,8 +58,9 @@ func streamBenchServer() *Server {
 	// SB.Sink counts the messages it receives.
 	HandleClientStream(srv, "SB.Sink", func(ctx context.Context, st *Stream[[]byte, []byte]) (*[]byte, error) {
 		var n uint64
+		var m []byte
 		for {
-			_, err := st.Recv()
+			err := st.RecvMsg(&m)
 			if err == io.EOF {
 				reply := binary.BigEndian.AppendUint64(nil, n)
 				return &reply, nil
@@ -314,13 +316,13 @@ func runStreamEcho(b *testing.B, c *Client, size int) {
 		}
 		sendErr <- nil
 	}()
+	var m []byte
 	for range b.N {
-		m, err := cs.Recv()
-		if err != nil {
+		if err := cs.RecvMsg(&m); err != nil {
 			b.Fatal(err)
 		}
-		if len(*m) != size {
-			b.Fatalf("echo of %d bytes", len(*m))
+		if len(m) != size {
+			b.Fatalf("echo of %d bytes", len(m))
 		}
 	}
 	b.StopTimer()

@@ -112,6 +112,22 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// WriteBuffers writes the buffers in order, with one writev system call
+// where the connection allows it (unix and tcp), so that a large payload can
+// follow a frame header without being copied next to it first.
+func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
+	if c.tls != nil && !c.handshakeOK.Load() {
+		if err := c.Handshake(context.Background()); err != nil {
+			return 0, err
+		}
+	}
+	n, err := v.WriteTo(c.io)
+	if err != nil && c.local != nil {
+		c.fixAddr(err)
+	}
+	return n, err
+}
+
 // fixAddr puts the socket file's path in place of the private name the
 // server's socket was bound under (see the package documentation) in a
 // *net.OpError that the net package has just returned.
