@@ -111,7 +111,7 @@ func (s *Session) readOne() bool {
 	if s.Err() != nil {
 		return false
 	}
-	h, p, err := s.r.Next()
+	h, p, err := s.r.NextInto(s.direct)
 	if err != nil {
 		s.closeWith(readError(err))
 		return false

@@ -97,6 +97,8 @@ type Session struct {
 	watchedRuns uint64 // inlineRuns at the last tick; watch timer only
 	closeOnce   sync.Once
 	closing     atomic.Bool // closeWith has begun
+
+	direct func(wire.Header) []byte // s.directDst, made once
 }
 
 // Client performs the client side of the handshake on conn and starts the
@@ -187,6 +189,7 @@ func (s *Session) start(peer wire.Settings) {
 	s.connSendWin = int64(peer.InitialWindow) * connWindowFactor
 	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
 	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
+	s.direct = s.directDst
 	s.w.init(s.conn)
 	s.w.onErr = func(err error) {
 		if !s.closing.Load() { // a failed write while closing is expected
@@ -403,7 +406,7 @@ func (s *Session) readLoop() {
 				}
 			}
 		}
-		h, p, err := s.r.Next()
+		h, p, err := s.r.NextInto(s.direct)
 		if err != nil {
 			s.closeWith(readError(err))
 			return
@@ -632,6 +635,28 @@ func (s *Session) onData(h wire.Header, p []byte) error {
 		return nil
 	}
 	return st.onData(h, p)
+}
+
+// directDst gives the reader the memory a large DATA frame's payload goes
+// to when it continues a chunked message: the message's own buffer, so that
+// the payload is read from the connection straight into place. onData then
+// finds it there. The stream is marked (asmDirect) so that a concurrent drop
+// does not give the buffer back to the pool while it is being read into.
+func (s *Session) directDst(h wire.Header) []byte {
+	if h.Type != wire.TypeData || h.Length < directMin {
+		return nil
+	}
+	st := s.lookup(h.Stream)
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ID() != h.Stream || st.rerr != nil || st.asm == nil || st.asmN+int(h.Length) > len(st.asm.B) {
+		return nil
+	}
+	st.asmDirect = true
+	return st.asm.B[st.asmN : st.asmN+int(h.Length)]
 }
 
 // grantConn returns n bytes of connection credit to the peer, batching

@@ -29,6 +29,7 @@ type Stream struct {
 	head       int
 	asm        *pool.Buf // chunked message being assembled
 	asmN       int       // bytes of asm filled so far
+	asmDirect  bool      // the reader may be reading into asm (Session.directDst): drop must not pool it
 	recvEnd    bool      // the peer half-closed
 	rerr       error     // terminal error; set once
 	header     []byte    // reply metadata block (client)
@@ -459,7 +460,12 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 			st.mu.Unlock()
 			return &ProtocolError{Reason: "chunked message longer than declared"}
 		}
-		st.asmN += copy(st.asm.B[st.asmN:], p)
+		if len(p) > 0 && &p[0] == &st.asm.B[st.asmN] {
+			st.asmN += len(p) // read in place (Session.directDst)
+		} else {
+			st.asmN += copy(st.asm.B[st.asmN:], p)
+		}
+		st.asmDirect = false
 		if h.Flags&wire.FlagMore != 0 {
 			early = st.earlyCreditLocked(n)
 			break
@@ -630,7 +636,9 @@ func (st *Stream) drop(err error) {
 	st.queue = st.queue[:0]
 	st.head = 0
 	if st.asm != nil {
-		pool.Put(st.asm)
+		if !st.asmDirect {
+			pool.Put(st.asm)
+		}
 		st.asm = nil
 	}
 	credit += st.held

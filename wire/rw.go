@@ -32,6 +32,7 @@ type Reader struct {
 	pending error  // read error to return once the buffered frames are used
 	size    int    // initial buffer size, to which a grown buffer shrinks back
 	small   int    // frames in a row that fit in size, while the buffer is larger
+	direct  bool   // the last payload was read in place (NextInto)
 }
 
 // NewReader returns a Reader of frames from rd with payloads of at most
@@ -62,14 +63,25 @@ func (r *Reader) Buffered() int { return r.w - r.r }
 //
 // Next returns io.EOF when the connection ends at a frame boundary, and
 // io.ErrUnexpectedEOF when it ends inside a frame.
-func (r *Reader) Next() (Header, []byte, error) {
+func (r *Reader) Next() (Header, []byte, error) { return r.NextInto(nil) }
+
+// NextInto is Next, except that when a frame's payload is not all buffered
+// yet, into (if not nil) is asked for the memory it belongs in: if into
+// returns a slice of exactly the payload's length, the payload is read
+// straight into it, with no copy through the Reader's buffer, and the
+// returned payload is that slice. into runs after the header was checked;
+// it may return nil to let the payload go through the buffer.
+func (r *Reader) NextInto(into func(Header) []byte) (Header, []byte, error) {
 	if r.small >= shrinkAfter && len(r.buf) > r.size && r.w-r.r <= r.size {
 		nb := make([]byte, r.size)
 		r.w = copy(nb, r.buf[r.r:r.w])
 		r.r, r.buf, r.small = 0, nb, 0
 	}
 	if r.w-r.r < HeaderSize {
-		if err := r.fill(HeaderSize); err != nil {
+		// After a payload read in place, the next frame is likely another
+		// such chunk: read just its header, so that its payload too goes
+		// in place instead of through the buffer.
+		if err := r.fill(HeaderSize, r.direct); err != nil {
 			return Header{}, nil, err
 		}
 	}
@@ -78,8 +90,21 @@ func (r *Reader) Next() (Header, []byte, error) {
 		return h, nil, err
 	}
 	need := HeaderSize + int(h.Length)
+	if r.w-r.r < need && into != nil {
+		if dst := into(h); len(dst) == int(h.Length) && h.Length > 0 {
+			k := copy(dst, r.buf[r.r+HeaderSize:r.w])
+			r.r, r.w = 0, 0
+			if err := r.readFull(dst[k:]); err != nil {
+				return h, nil, err
+			}
+			r.small = 0
+			r.direct = true
+			return h, dst, nil
+		}
+	}
+	r.direct = false
 	if r.w-r.r < need {
-		if err := r.fill(need); err != nil {
+		if err := r.fill(need, false); err != nil {
 			return h, nil, err
 		}
 	}
@@ -99,7 +124,7 @@ func (r *Reader) Next() (Header, []byte, error) {
 // fill reads until buf[r:w] holds at least need bytes, which Check has
 // bounded by HeaderSize+max. It returns io.EOF only when the connection ends
 // with nothing buffered.
-func (r *Reader) fill(need int) error {
+func (r *Reader) fill(need int, exact bool) error {
 	if len(r.buf)-r.r < need && r.r > 0 {
 		r.w = copy(r.buf, r.buf[r.r:r.w])
 		r.r = 0
@@ -121,13 +146,48 @@ func (r *Reader) fill(need int) error {
 			r.w = copy(nb, r.buf[r.r:r.w])
 			r.r, r.buf = 0, nb
 		}
-		n, err := r.rd.Read(r.buf[r.w:])
+		end := len(r.buf)
+		if exact {
+			end = r.r + need // read no further than the bytes needed
+		}
+		n, err := r.rd.Read(r.buf[r.w:end])
 		if n < 0 {
 			return errors.New("warren: reader returned a negative count")
 		}
 		r.w += n
 		if err != nil {
 			r.pending = err // returned once the bytes read with it are used
+			continue
+		}
+		if n == 0 {
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		} else {
+			empty = 0
+		}
+	}
+	return nil
+}
+
+// readFull reads exactly len(b) bytes from the connection into b, past the
+// buffer; the connection ending first is io.ErrUnexpectedEOF.
+func (r *Reader) readFull(b []byte) error {
+	for empty := 0; len(b) > 0; {
+		if err := r.pending; err != nil {
+			r.pending = nil
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		n, err := r.rd.Read(b)
+		if n < 0 || n > len(b) {
+			return errors.New("warren: reader returned an impossible count")
+		}
+		b = b[n:]
+		if err != nil {
+			r.pending = err // returned at the next read, once b is full
 			continue
 		}
 		if n == 0 {

@@ -511,3 +511,63 @@ func TestPipeRoundTrip(t *testing.T) {
 	c2.Close()
 	wg.Wait()
 }
+
+// TestReaderNextInto reads large DATA payloads in place, mixed with frames
+// that go through the buffer, over readers that return few bytes at a time.
+func TestReaderNextInto(t *testing.T) {
+	big := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	fs := []testFrame{
+		{Header{Stream: 1, Type: TypeData, Flags: FlagMore}, big('a', 40000)},
+		{Header{Stream: 1, Type: TypeData, Flags: FlagMore}, big('b', 65536)},
+		{Header{Type: TypePing}, "12345678"},
+		{Header{Stream: 1, Type: TypeData}, big('c', 20000)},
+		{Header{Stream: 3, Type: TypeData}, "small"},
+		{Header{Stream: 1, Type: TypeData}, big('d', 30000)},
+	}
+	b := encodeFrames(fs)
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"one byte": iotest.OneByteReader,
+		"half":     iotest.HalfReader,
+		"data+err": iotest.DataErrReader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewReader(wrap(bytes.NewReader(b)), DefaultMaxFrameSize)
+			var inPlace int
+			for i, f := range fs {
+				var dst []byte
+				h, p, err := r.NextInto(func(h Header) []byte {
+					if h.Type != TypeData || h.Length < 1000 {
+						return nil
+					}
+					dst = make([]byte, h.Length)
+					return dst
+				})
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				f.h.Length = uint32(len(f.p))
+				if h != f.h || string(p) != f.p {
+					t.Fatalf("frame %d: %v %.20q, want %v %.20q", i, h, p, f.h, f.p)
+				}
+				if dst != nil && len(p) > 0 && &p[0] == &dst[0] {
+					inPlace++
+				}
+			}
+			if _, _, err := r.Next(); err != io.EOF {
+				t.Fatalf("after the frames: %v, want io.EOF", err)
+			}
+			// A frame that arrived whole in the buffer is returned from
+			// there; the second one (64 KiB) cannot have.
+			if inPlace < 1 {
+				t.Fatalf("no payload read in place")
+			}
+		})
+	}
+	// A connection that ends inside an in-place payload.
+	r := NewReader(bytes.NewReader(b[:HeaderSize+100]), DefaultMaxFrameSize)
+	_, _, err := r.NextInto(func(h Header) []byte { return make([]byte, h.Length) })
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated in-place payload: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
