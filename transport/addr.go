@@ -14,6 +14,8 @@ const (
 	SchemeUnix = "unix"
 	SchemeTCP  = "tcp"
 	SchemeTLS  = "tls"
+	SchemeWS   = "ws"  // WebSocket over TCP
+	SchemeWSS  = "wss" // WebSocket over TLS
 )
 
 // sunPathLimit is the size of sun_path in struct sockaddr_un on this
@@ -25,10 +27,13 @@ const abstractNamespace = runtime.GOOS == "linux" || runtime.GOOS == "android"
 
 // Addr is a parsed warren address. It implements net.Addr.
 type Addr struct {
-	Scheme string // SchemeUnix, SchemeTCP or SchemeTLS
+	Scheme string // SchemeUnix, SchemeTCP, SchemeTLS, SchemeWS or SchemeWSS
 	// Address is a file path (absolute or relative) or "@name" for an
-	// abstract Unix socket, or host:port for tcp and tls.
+	// abstract Unix socket, or host:port for tcp, tls, ws and wss.
 	Address string
+	// Path is the HTTP path of a ws or wss address, as written (with any
+	// percent-encoding) and starting with "/"; empty for other schemes.
+	Path string
 }
 
 // ParseAddr parses a warren address. It accepts exactly these forms:
@@ -38,10 +43,15 @@ type Addr struct {
 //	unix:@name             a socket in Linux's abstract namespace (no file)
 //	tcp://host:port        TCP; an empty host means every local address
 //	tls://host:port        TLS over TCP
+//	ws://host:port/path    WebSocket over TCP, upgraded at the HTTP path
+//	wss://host:port/path   WebSocket over TLS
 //
-// Ports are decimal numbers. Addresses with a query, a fragment, user
-// information or a path after host:port are rejected, as are "unix:/path"
-// (write "unix:///path") and control characters. Every error is an
+// Ports are decimal numbers, also for ws and wss. Addresses with a query, a
+// fragment or user information are rejected, as are a path after host:port
+// for tcp and tls, "unix:/path" (write "unix:///path") and control
+// characters. A ws or wss address without a path has the path "/"; a path
+// is made of the characters RFC 3986 allows in one (non-ASCII characters
+// are percent-encoded) and has no "." or ".." segment. Every error is an
 // [*AddrError] whose message lists the accepted forms.
 func ParseAddr(s string) (Addr, error) {
 	bad := func(reason string) (Addr, error) { return Addr{}, &AddrError{Addr: s, Reason: reason} }
@@ -65,6 +75,23 @@ func ParseAddr(s string) (Addr, error) {
 			return bad(reason)
 		}
 		return Addr{Scheme: scheme, Address: addr}, nil
+	case SchemeWS, SchemeWSS:
+		hostport, ok := strings.CutPrefix(rest, "//")
+		if !ok {
+			return bad(scheme + " addresses start with " + scheme + "://")
+		}
+		path := ""
+		if i := strings.IndexAny(hostport, "/?#"); i >= 0 {
+			hostport, path = hostport[:i], hostport[i:]
+		}
+		addr, reason := parseHostPort(hostport)
+		if reason == "" {
+			path, reason = parseHTTPPath(path)
+		}
+		if reason != "" {
+			return bad(reason)
+		}
+		return Addr{Scheme: scheme, Address: addr, Path: path}, nil
 	case "":
 		return bad("missing scheme")
 	default:
@@ -141,6 +168,50 @@ func parseHostPort(hp string) (string, string) {
 	return net.JoinHostPort(host, strconv.FormatUint(n, 10)), ""
 }
 
+// parseHTTPPath validates the path of a ws or wss address and returns it,
+// "/" if it is empty, or a reason it is not valid.
+func parseHTTPPath(p string) (string, string) {
+	if p == "" {
+		return "/", ""
+	}
+	if strings.ContainsAny(p, "?#") {
+		return "", "query strings and fragments (? and #) are not allowed"
+	}
+	for i := 0; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == '%':
+			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				return "", "bad percent-encoding in the path (% is followed by two hexadecimal digits)"
+			}
+			i += 2
+		case b >= 0x80:
+			return "", "non-ASCII characters in the path must be percent-encoded"
+		case !isPathChar(b):
+			return "", "character " + strconv.QuoteRune(rune(b)) + " is not allowed in a path (percent-encode it)"
+		}
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return "", "dot segments (. and ..) are not allowed in the path"
+		}
+	}
+	return p, ""
+}
+
+// isPathChar reports whether b may appear as itself in a URL path (RFC
+// 3986: unreserved, sub-delims, ":", "@" and "/").
+func isPathChar(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@/", b) >= 0
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // String returns the address in the canonical form that ParseAddr accepts.
@@ -150,12 +221,15 @@ func (a Addr) String() string {
 		return "unix://" + a.Address
 	case a.Scheme == SchemeUnix:
 		return "unix:" + a.Address
+	case a.Scheme == SchemeWS || a.Scheme == SchemeWSS:
+		return a.Scheme + "://" + a.Address + a.Path
 	default:
 		return a.Scheme + "://" + a.Address
 	}
 }
 
-// Network returns the network name for the net package: "unix" or "tcp".
+// Network returns the network name for the net package: "unix", or "tcp"
+// for tcp, tls, ws and wss.
 func (a Addr) Network() string {
 	if a.Scheme == SchemeUnix {
 		return "unix"

@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"cmp"
 	"errors"
 	"runtime"
 	"strings"
@@ -66,6 +67,42 @@ func TestParseAddr(t *testing.T) {
 	}
 }
 
+func TestParseAddrWebSocket(t *testing.T) {
+	tests := []struct {
+		in, scheme, address, path, canonical string
+	}{
+		{"ws://127.0.0.1:8080/warren", "ws", "127.0.0.1:8080", "/warren", ""},
+		{"wss://example.com:443/a/b/", "wss", "example.com:443", "/a/b/", ""},
+		{"ws://[::1]:80/x", "ws", "[::1]:80", "/x", ""},
+		{"ws://:0/warren", "ws", ":0", "/warren", ""},
+		{"ws://localhost:0080/p", "ws", "localhost:80", "/p", "ws://localhost:80/p"},
+		{"ws://h:1", "ws", "h:1", "/", "ws://h:1/"},
+		{"ws://h:1/", "ws", "h:1", "/", ""},
+		{"ws://h:1/a%20b/%C3%A9", "ws", "h:1", "/a%20b/%C3%A9", ""},
+		{"ws://h:1/-._~!$&'()*+,;=:@", "ws", "h:1", "/-._~!$&'()*+,;=:@", ""},
+		{"ws://h:1//double", "ws", "h:1", "//double", ""},
+		{"ws://h:1/.well-known/x", "ws", "h:1", "/.well-known/x", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			a, err := transport.ParseAddr(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Scheme != tt.scheme || a.Address != tt.address || a.Path != tt.path {
+				t.Errorf("ParseAddr = %+v, want {%s %s %s}", a, tt.scheme, tt.address, tt.path)
+			}
+			want := cmp.Or(tt.canonical, tt.in)
+			if a.String() != want {
+				t.Errorf("String() = %q, want %q", a.String(), want)
+			}
+			if a.Network() != "tcp" {
+				t.Errorf("Network() = %q, want tcp", a.Network())
+			}
+		})
+	}
+}
+
 func TestParseAddrErrors(t *testing.T) {
 	tests := []struct {
 		in     string
@@ -109,6 +146,29 @@ func TestParseAddrErrors(t *testing.T) {
 		{"tcp://h%st:80", "bad host name"},
 		{"tls://:", "missing port"},
 		{"tls:///path", "paths"},
+		{"ws:127.0.0.1:80/x", "ws://"},
+		{"wss//h:1/x", `unknown scheme "wss//h"`},
+		{"ws://", "missing host:port"},
+		{"ws:///warren", "missing host:port"},
+		{"ws://h/warren", "missing port"},
+		{"wss://h:https/x", "not a number"},
+		{"ws://user@h:1/x", "user information"},
+		{"ws://h:1/x?y=1", "query"},
+		{"ws://h:1?y=1", "query"},
+		{"ws://h:1/x#f", "fragments"},
+		{"ws://h:1#f", "fragments"},
+		{"ws://h:1/a b", "' ' is not allowed in a path"},
+		{"ws://h:1/a\\b", "is not allowed in a path"},
+		{"ws://h:1/a\"b", "is not allowed in a path"},
+		{"ws://h:1/caf\u00e9", "non-ASCII"},
+		{"ws://h:1/%", "percent-encoding"},
+		{"ws://h:1/%4", "percent-encoding"},
+		{"ws://h:1/%zz", "percent-encoding"},
+		{"ws://h:1/a/../b", "dot segments"},
+		{"ws://h:1/.", "dot segments"},
+		{"ws://h:1/a/..", "dot segments"},
+		{"ws://h:1/a\x7f", "control characters"},
+		{"WS://h:1/x", `unknown scheme "WS"`},
 	}
 	if runtime.GOOS == "linux" {
 		tests = append(tests, struct{ in, reason string }{"unix:@", "empty abstract socket name"})
@@ -132,7 +192,7 @@ func TestParseAddrErrors(t *testing.T) {
 			if !strings.Contains(ae.Reason, tt.reason) {
 				t.Errorf("reason %q does not contain %q", ae.Reason, tt.reason)
 			}
-			for _, form := range []string{"unix:///", "unix:relative/path", "unix:@name", "tcp://host:port", "tls://host:port"} {
+			for _, form := range []string{"unix:///", "unix:relative/path", "unix:@name", "tcp://host:port", "tls://host:port", "ws://host:port/path", "wss://host:port/path"} {
 				if !strings.Contains(msg, form) {
 					t.Errorf("message %q does not list %q", msg, form)
 				}
@@ -146,6 +206,8 @@ func FuzzParseAddr(f *testing.F) {
 		"unix:///run/app.sock", "unix:rel/app.sock", "unix:@name", "unix:/x", "unix://x/y",
 		"tcp://127.0.0.1:8080", "tcp://:0", "tcp://[::1]:80", "tcp://[fe80::1%eth0]:80",
 		"tls://example.com:443", "tls://example.com:0443", "tcp://a:b:c", "http://x",
+		"ws://127.0.0.1:8080/warren", "wss://[::1]:443/a%20b/", "ws://h:1", "ws://h:01/x?q", "ws://h:1/a/../b",
+		"wss://user@h:1/", "ws://h:1/%zz", "ws://h:1//x/./y",
 	} {
 		f.Add(s)
 	}
@@ -170,6 +232,9 @@ func FuzzParseAddr(f *testing.F) {
 		}
 		if a.Address == "" {
 			t.Fatalf("ParseAddr(%q): empty Address", s)
+		}
+		if ws := a.Scheme == "ws" || a.Scheme == "wss"; ws != strings.HasPrefix(a.Path, "/") {
+			t.Fatalf("ParseAddr(%q): scheme %q with path %q", s, a.Scheme, a.Path)
 		}
 	})
 }

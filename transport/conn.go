@@ -13,13 +13,19 @@ import (
 )
 
 // Conn is a connection from Listen or Dial that knows its peer. It
-// implements net.Conn. For tls, no byte of application data moves before the
-// handshake has completed and the policy has allowed the peer: Read and Write
-// call Handshake first.
+// implements net.Conn. For tls and wss, no byte of application data moves
+// before the handshake has completed and the policy has allowed the peer;
+// for ws and wss on the server side, before the WebSocket opening handshake
+// has completed: Read and Write call Handshake first.
+//
+// For ws and wss, Read and Write carry the byte stream in binary WebSocket
+// messages (see the package documentation).
 type Conn struct {
 	raw              net.Conn    // the accepted or dialed connection
-	tls              *tls.Conn   // non-nil for tls
-	io               net.Conn    // tls if set, else raw: all I/O goes here
+	tls              *tls.Conn   // non-nil for tls and wss
+	ws               *wsConn     // non-nil for ws and wss
+	wsAccept         *wsAccept   // the server's WebSocket handshake, until it has run
+	io               net.Conn    // ws if set, else tls if set, else raw: all I/O goes here
 	local            net.Addr    // overrides io.LocalAddr when set
 	remote           net.Addr    // overrides io.RemoteAddr when set
 	peer             *peer.Peer  // the other end
@@ -43,15 +49,18 @@ var _ net.Conn = (*Conn)(nil)
 func (c *Conn) Peer() *peer.Peer { return c.peer }
 
 // Handshake completes the TLS handshake, if it has not run yet, records the
-// connection state in Peer().TLS and applies the policy. A failed handshake
-// or a refused peer closes the connection, and every later call returns the
-// same error, which matches peer.ErrDenied for a refused peer. For other
+// connection state in Peer().TLS and applies the policy; then, on the server
+// side of ws and wss, it reads the client's WebSocket opening handshake and
+// answers it (see ListenConfig.WebSocket). A failed handshake or a refused
+// peer closes the connection, and every later call returns the same error,
+// which matches peer.ErrDenied for a refused peer and is a
+// *WebSocketHandshakeError for a refused WebSocket request. For other
 // networks Handshake does nothing and returns nil.
 //
 // On the server side the handshake is also bounded by
 // ListenConfig.HandshakeTimeout.
 func (c *Conn) Handshake(ctx context.Context) error {
-	if c.tls == nil || c.handshakeOK.Load() {
+	if !c.needsHandshake() || c.handshakeOK.Load() {
 		return nil
 	}
 	c.hsMu.Lock()
@@ -64,16 +73,7 @@ func (c *Conn) Handshake(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, c.handshakeTimeout)
 		defer cancel()
 	}
-	err := c.tls.HandshakeContext(ctx)
-	if err != nil {
-		err = fmt.Errorf("warren: tls handshake: %w", err)
-	} else {
-		st := c.tls.ConnectionState()
-		c.peer.TLS = &st
-		if err = peer.Authorize(c.policy, c.peer); err != nil && c.srv != nil {
-			c.srv.reject(c.peer, err)
-		}
-	}
+	err := c.handshake(ctx)
 	c.hsDone, c.hsErr = true, err
 	if err != nil {
 		c.closedByHS.Store(true)
@@ -84,9 +84,34 @@ func (c *Conn) Handshake(ctx context.Context) error {
 	return nil
 }
 
-// Read reads data from the connection, after the handshake for tls.
+// handshake runs the handshakes Handshake describes. The caller holds hsMu.
+func (c *Conn) handshake(ctx context.Context) error {
+	if c.tls != nil {
+		if err := c.tls.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("warren: tls handshake: %w", err)
+		}
+		st := c.tls.ConnectionState()
+		c.peer.TLS = &st
+		if err := peer.Authorize(c.policy, c.peer); err != nil {
+			if c.srv != nil {
+				c.srv.reject(c.peer, err)
+			}
+			return err
+		}
+	}
+	if c.wsAccept != nil {
+		return c.ws.accept(ctx, c.wsAccept)
+	}
+	return nil
+}
+
+// needsHandshake reports whether Read and Write must wait for Handshake.
+func (c *Conn) needsHandshake() bool { return c.tls != nil || c.wsAccept != nil }
+
+// Read reads data from the connection, after the handshake for tls, wss and
+// a server's ws.
 func (c *Conn) Read(b []byte) (int, error) {
-	if c.tls != nil && !c.handshakeOK.Load() {
+	if c.needsHandshake() && !c.handshakeOK.Load() {
 		if err := c.Handshake(context.Background()); err != nil {
 			return 0, err
 		}
@@ -98,9 +123,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Write writes data to the connection, after the handshake for tls.
+// Write writes data to the connection, after the handshake for tls, wss and
+// a server's ws. On ws and wss it sends b as one binary message.
 func (c *Conn) Write(b []byte) (int, error) {
-	if c.tls != nil && !c.handshakeOK.Load() {
+	if c.needsHandshake() && !c.handshakeOK.Load() {
 		if err := c.Handshake(context.Background()); err != nil {
 			return 0, err
 		}
@@ -115,11 +141,16 @@ func (c *Conn) Write(b []byte) (int, error) {
 // WriteBuffers writes the buffers in order, with one writev system call
 // where the connection allows it (unix and tcp), so that a large payload can
 // follow a frame header without being copied next to it first.
+//
+// On ws and wss the buffers go out as one binary message.
 func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
-	if c.tls != nil && !c.handshakeOK.Load() {
+	if c.needsHandshake() && !c.handshakeOK.Load() {
 		if err := c.Handshake(context.Background()); err != nil {
 			return 0, err
 		}
+	}
+	if c.ws != nil {
+		return c.ws.writeBuffers(v)
 	}
 	n, err := v.WriteTo(c.io)
 	if err != nil && c.local != nil {
@@ -139,13 +170,15 @@ func (c *Conn) fixAddr(err error) {
 
 // CloseWrite shuts down the writing side of the connection, so that the
 // peer reads io.EOF, if the underlying connection supports it (Unix, TCP,
-// and TLS after the handshake).
+// and TLS after the handshake). On ws and wss it sends a close frame (code
+// 1000); the peer may go on sending until it answers with its own, which
+// ends the close handshake and the connection.
 func (c *Conn) CloseWrite() error {
 	cw, ok := c.io.(interface{ CloseWrite() error })
 	if !ok {
 		return fmt.Errorf("warren: %T does not support CloseWrite", c.io)
 	}
-	if c.tls != nil && !c.handshakeOK.Load() {
+	if c.needsHandshake() && !c.handshakeOK.Load() {
 		if err := c.Handshake(context.Background()); err != nil {
 			return err
 		}
@@ -154,7 +187,10 @@ func (c *Conn) CloseWrite() error {
 }
 
 // Close closes the connection. After a failed handshake, which has closed
-// it already, Close returns nil.
+// it already, Close returns nil. On ws and wss it first runs the WebSocket
+// close handshake: it sends a close frame (code 1000) and waits for the
+// peer's, reading and dropping any data that comes before it, for at most 5
+// seconds.
 func (c *Conn) Close() error {
 	err := c.io.Close()
 	if c.closedByHS.Load() {
@@ -190,5 +226,5 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.io.SetWriteDeadlin
 
 // NetConn returns the underlying connection, such as a *net.UnixConn, for
 // operations Conn does not offer. Reading or writing it directly bypasses
-// TLS and, before the handshake, the policy.
+// TLS, WebSocket framing and, before the handshake, the policy.
 func (c *Conn) NetConn() net.Conn { return c.raw }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -17,9 +18,17 @@ import (
 // DialConfig configures Dial. The zero value, and a nil *DialConfig, dial
 // without any check of the server.
 type DialConfig struct {
-	// TLS is the client configuration for tls:// addresses. Nil means the
-	// defaults; an empty ServerName is taken from the address's host.
+	// TLS is the client configuration for tls:// and wss:// addresses. Nil
+	// means the defaults; an empty ServerName is taken from the address's
+	// host.
 	TLS *tls.Config
+
+	// WebSocketHeader adds header fields to the WebSocket opening handshake
+	// request of ws:// and wss:// addresses, such as Origin or
+	// Authorization. The fields of the handshake itself (Host, Upgrade,
+	// Connection, Sec-WebSocket-*) must not be among them. It is ignored
+	// for other schemes.
+	WebSocketHeader http.Header
 
 	// RequireOwner, for a socket file, requires its owner and group to be
 	// these (-1 accepts any). It is checked before connecting.
@@ -38,7 +47,10 @@ type DialConfig struct {
 }
 
 // Dial connects to addr, a warren address (see ParseAddr), and checks the
-// server as cfg asks. A tls connection is returned after its handshake.
+// server as cfg asks. A tls connection is returned after its handshake; a
+// ws or wss connection after the TLS handshake, if any, ServerPolicy and the
+// WebSocket opening handshake, whose failure is a *WebSocketHandshakeError
+// that says what the server answered.
 // RequireOwner and RequireModes are errors for addresses without a socket
 // file: a check that cannot run fails rather than passing silently. A
 // server refused by ServerPolicy fails Dial with an error that matches
@@ -80,7 +92,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 		},
 	}
 	switch a.Scheme {
-	case SchemeTLS:
+	case SchemeTLS, SchemeWSS:
 		conf := &tls.Config{}
 		if cfg.TLS != nil {
 			conf = cfg.TLS.Clone()
@@ -93,6 +105,9 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 		c.io = c.tls
 		if err := c.Handshake(ctx); err != nil { // applies ServerPolicy
 			return fail(err)
+		}
+		if a.Scheme == SchemeWSS {
+			return c.dialWebSocket(ctx, a, cfg, fail)
 		}
 		return c, nil
 	case SchemeUnix:
@@ -111,6 +126,22 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 		raw.Close()
 		return fail(err)
 	}
+	if a.Scheme == SchemeWS {
+		return c.dialWebSocket(ctx, a, cfg, fail)
+	}
+	return c, nil
+}
+
+// dialWebSocket runs the WebSocket opening handshake on c, whose TLS
+// handshake and ServerPolicy have passed, and makes c carry its byte stream
+// in WebSocket messages.
+func (c *Conn) dialWebSocket(ctx context.Context, a Addr, cfg *DialConfig, fail func(error) (*Conn, error)) (*Conn, error) {
+	ws, err := dialWebSocket(ctx, c.io, a, cfg.WebSocketHeader)
+	if err != nil {
+		c.raw.Close()
+		return fail(err)
+	}
+	c.ws, c.io = ws, ws
 	return c, nil
 }
 

@@ -1,14 +1,15 @@
 // Package transport names warren endpoints and listens on and dials them:
-// Unix domain sockets (socket files and Linux abstract sockets), TCP and TLS.
-// Every connection is a [*Conn] that carries a [peer.Peer] describing the
-// other end, and a [Listener] applies a [peer.Policy] to each peer before it
-// hands the connection out.
+// Unix domain sockets (socket files and Linux abstract sockets), TCP, TLS
+// and WebSocket (over TCP or TLS). Every connection is a [*Conn] that
+// carries a [peer.Peer] describing the other end, and a [Listener] applies a
+// [peer.Policy] to each peer before it hands the connection out.
 //
 // # Addresses
 //
 // An address is one string: unix:///run/app.sock, unix:rel/app.sock,
-// unix:@name (Linux abstract namespace), tcp://host:port or tls://host:port.
-// [ParseAddr] checks it and [Addr.String] gives it back in canonical form.
+// unix:@name (Linux abstract namespace), tcp://host:port, tls://host:port,
+// ws://host:port/path or wss://host:port/path. [ParseAddr] checks it and
+// [Addr.String] gives it back in canonical form.
 //
 // # Socket files
 //
@@ -60,4 +61,67 @@
 // (DialConfig.RequireOwner and RequireModes) and authorize the server's own
 // kernel credentials on the connected socket (DialConfig.ServerPolicy),
 // which no one can swap between the check and the connection.
+//
+// # WebSocket
+//
+// ws and wss addresses carry the same byte stream as the other schemes, in
+// binary WebSocket messages (RFC 6455), so that browsers can speak warren.
+// Each Write sends one message, in one frame (WriteBuffers sends all its
+// buffers as one message), and Read returns the payloads of the messages
+// received as one stream: message boundaries mean nothing, as segment
+// boundaries mean nothing on TCP. Fragmented messages are reassembled. The
+// connection follows RFC 6455 strictly: a client masks its frames and
+// refuses masked ones, a server the reverse; text messages are refused
+// with close code 1003; reserved bits or opcodes, control frames longer
+// than 125 bytes or fragmented, continuation frames out of place, a bad
+// close code and a frame length not in its shortest encoding are refused
+// with 1002, and a close reason that is not UTF-8 with 1007. A refused
+// frame ends Read with a [*WebSocketError] and the connection. Pings are
+// answered with a pong carrying the same payload (without waiting for a
+// Write in progress: the pong follows its frame); no pings are sent.
+//
+// Close runs the close handshake: it sends a close frame with code 1000
+// and waits for the peer's, dropping any data before it, for at most 5
+// seconds, then closes the connection. CloseWrite only sends the close
+// frame. A close frame from the peer is answered and the connection
+// closed; Read then returns io.EOF if the code was 1000 (normal), 1001
+// (going away) or absent, and a [*WebSocketError] with the peer's code
+// otherwise. A read deadline that expires leaves the stream intact; a
+// write deadline that expires in the middle of a frame breaks it, as with
+// TLS.
+//
+// There are two ways to serve WebSocket, and they do not mix on one
+// listener:
+//
+//   - [Listen] with a ws:// or wss:// address serves WebSocket only, at
+//     exactly the address's path. As with TLS, Accept returns a connection
+//     at once and its Handshake (called by the first Read or Write, or by
+//     rpc.Server) reads the opening handshake and answers 101 Switching
+//     Protocols, or refuses it with 404 Not Found (another path), 426
+//     Upgrade Required (a request that does not ask for WebSocket), 400 Bad
+//     Request (a bad key or version) or 403 Forbidden (the origin check),
+//     all bounded by ListenConfig.HandshakeTimeout. It is for programs that
+//     only need WebSocket, including an rpc.Server without its HTTP bridge.
+//   - An HTTP server upgrades a request it chooses with [UpgradeWebSocket],
+//     after [IsWebSocketUpgrade]. The HTTP bridge of package rpc does this
+//     on the same listener as warren's own protocol and plain HTTP, so that
+//     one tcp://, unix:// or tls:// listener serves all three: listen on
+//     that address, not on ws://, and let clients dial
+//     ws://host:port/path (the bridge decides which paths it upgrades).
+//
+// A ws:// listener upgrades every connection itself because a scheme says
+// what the bytes on a connection are: ws:// is WebSocket from the first
+// byte to the last, while tcp:// is whatever the server on it chooses to
+// speak, warren or HTTP or both. Keeping the two apart also keeps the
+// listener free of any HTTP routing, which belongs to the bridge.
+//
+// Browsers send the Origin of the page that opens a WebSocket and let any
+// page open one to any server, so a server reachable by browsers should
+// set WebSocketOptions.CheckOrigin (ListenConfig.WebSocket, or the
+// argument of UpgradeWebSocket), for example to [SameHostOrigin]. No
+// extension (such as permessage-deflate) is negotiated.
+//
+// Connections from Listen and Dial have the Peer network "ws" or "wss";
+// one from UpgradeWebSocket keeps the Peer of the connection it was
+// hijacked from.
 package transport

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -146,16 +147,99 @@ func Example_rawStream() {
 }
 
 func ExampleParseAddr() {
-	for _, s := range []string{"unix:///run/app.sock", "tcp://localhost:0080", "unix:/run/app.sock"} {
+	for _, s := range []string{"unix:///run/app.sock", "tcp://localhost:0080", "wss://example.com:443/warren", "unix:/run/app.sock"} {
 		a, err := transport.ParseAddr(s)
 		if err != nil {
 			fmt.Println("error:", err.(*transport.AddrError).Reason)
 			continue
 		}
-		fmt.Println(a.Network(), a.Address, a)
+		fmt.Println(a.Network(), a.Address, a.Path, a)
 	}
 	// Output:
-	// unix /run/app.sock unix:///run/app.sock
-	// tcp localhost:80 tcp://localhost:80
+	// unix /run/app.sock  unix:///run/app.sock
+	// tcp localhost:80  tcp://localhost:80
+	// tcp example.com:443 /warren wss://example.com:443/warren
 	// error: an absolute path is written with three slashes, as in unix:///run/app.sock
+}
+
+// A WebSocket listener and client: the same byte stream as over TCP, carried
+// in binary WebSocket messages, which a browser can send and receive too.
+func Example_webSocket() {
+	l, err := transport.Listen("ws://127.0.0.1:0/warren", &transport.ListenConfig{
+		// Browsers let any page connect anywhere: accept only pages from
+		// this host (and clients that are not browsers).
+		WebSocket: &transport.WebSocketOptions{CheckOrigin: transport.SameHostOrigin},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := l.AcceptConn()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c) // the first Read runs the opening handshake; then echo
+	}()
+
+	// Endpoint is ws://127.0.0.1:PORT/warren.
+	c, err := transport.Dial(context.Background(), l.Endpoint().String(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	io.WriteString(c, "hello, ") // one binary message
+	io.WriteString(c, "browser") // and another
+	reply := make([]byte, len("hello, browser"))
+	if _, err := io.ReadFull(c, reply); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s peer, path %s: %s\n", c.Peer().Network, l.Endpoint().Path, reply)
+	c.Close() // the close handshake: the server reads io.EOF
+	<-done
+	// Output:
+	// ws peer, path /warren: hello, browser
+}
+
+// An HTTP server that serves WebSocket next to plain requests on one
+// listener, as the HTTP bridge of package rpc does: IsWebSocketUpgrade picks
+// the requests to upgrade and UpgradeWebSocket turns them into connections
+// that keep the listener's peer identity.
+func ExampleUpgradeWebSocket() {
+	l, err := transport.Listen("tcp://127.0.0.1:0", nil) // tcp, not ws: HTTP decides
+	if err != nil {
+		log.Fatal(err)
+	}
+	upgraded := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !transport.IsWebSocketUpgrade(r) {
+			io.WriteString(w, "plain HTTP\n")
+			return
+		}
+		c, err := transport.UpgradeWebSocket(w, r, nil)
+		if err != nil {
+			return // refused with an HTTP error
+		}
+		defer c.Close()
+		upgraded <- c.(*transport.Conn).Peer().Network
+		io.Copy(c, c)
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	c, err := transport.Dial(context.Background(), "ws://"+l.Endpoint().Address+"/echo", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	io.WriteString(c, "over the bridge")
+	reply := make([]byte, len("over the bridge"))
+	if _, err := io.ReadFull(c, reply); err != nil {
+		log.Fatal(err)
+	}
+	c.Close()
+	fmt.Printf("%s (server sees a %s peer)\n", reply, <-upgraded)
+	// Output:
+	// over the bridge (server sees a tcp peer)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/warrenipc/warren/peer"
 )
 
-// DefaultHandshakeTimeout bounds a server's TLS handshake when
-// ListenConfig.HandshakeTimeout is zero.
+// DefaultHandshakeTimeout bounds a server's TLS and WebSocket handshakes
+// when ListenConfig.HandshakeTimeout is zero.
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // Owner names the owner and group of a socket file. -1 leaves the owner or
@@ -31,12 +31,16 @@ type Owner struct {
 
 // ListenConfig configures Listen. The zero value, and a nil *ListenConfig,
 // give the defaults. Options about socket files are ignored for addresses
-// that have none (abstract sockets, tcp and tls), so that moving a server
-// from a socket file to the network changes only its address.
+// that have none (abstract sockets, tcp, tls, ws and wss), so that moving a
+// server from a socket file to the network changes only its address.
 type ListenConfig struct {
-	// TLS is the server configuration for tls:// addresses, where it is
-	// required. It is cloned by Listen.
+	// TLS is the server configuration for tls:// and wss:// addresses,
+	// where it is required. It is cloned by Listen.
 	TLS *tls.Config
+
+	// WebSocket configures the WebSocket opening handshake of ws:// and
+	// wss:// addresses (the origin check). Nil means the defaults.
+	WebSocket *WebSocketOptions
 
 	// Mode is the permission bits of the socket file; 0 means 0600. Only
 	// permission bits are allowed.
@@ -50,17 +54,18 @@ type ListenConfig struct {
 	MkdirAll bool
 
 	// Policy decides which peers may connect. Nil means peer.SameUser() for
-	// unix addresses and peer.AllowAll() for tcp and tls. Unix peers are
-	// checked at accept, before any byte is read; TLS peers once the
-	// handshake has completed, so that the policy can see their verified
-	// certificates.
+	// unix addresses and peer.AllowAll() for the others. Unix, tcp and ws
+	// peers are checked at accept, before any byte is read; tls and wss
+	// peers once the TLS handshake has completed, so that the policy can see
+	// their verified certificates.
 	Policy peer.Policy
 
 	// Logger receives one line for each rejected peer. Nil means
 	// slog.Default().
 	Logger *slog.Logger
 
-	// HandshakeTimeout bounds each TLS handshake on the server side; 0 means
+	// HandshakeTimeout bounds each server-side handshake (TLS, then the
+	// WebSocket opening handshake for ws and wss); 0 means
 	// DefaultHandshakeTimeout and a negative value means no limit besides
 	// the context's.
 	HandshakeTimeout time.Duration
@@ -70,7 +75,8 @@ type ListenConfig struct {
 type Stats struct {
 	Accepted uint64 // connections returned by Accept
 	// Rejected counts peers the policy refused: at accept, in which case
-	// Accept did not return them, or at the TLS handshake.
+	// Accept did not return them, or at the TLS handshake. Refused
+	// WebSocket handshakes are not counted.
 	Rejected uint64
 }
 
@@ -82,6 +88,7 @@ type Listener struct {
 	netAddr          net.Addr // what Addr returns
 	policy           peer.Policy
 	tlsConfig        *tls.Config
+	ws               *wsAccept    // for ws and wss
 	logger           *slog.Logger // nil means slog.Default()
 	handshakeTimeout time.Duration
 	file             *socketFile // the socket file Listen created; nil if none
@@ -105,6 +112,15 @@ var (
 // accepting on the socket already there and with ErrNotSocket if something
 // else is at the path, as the package documentation describes. Close removes
 // the file.
+//
+// For ws and wss, the Listener serves the WebSocket opening handshake at the
+// address's path and nothing else: each connection it accepts answers one
+// HTTP request, in its Handshake, with 101 Switching Protocols, or with an
+// error (404 Not Found for another path, 426 Upgrade Required for a request
+// that does not ask for WebSocket) after which it is closed. To serve
+// WebSocket next to other HTTP requests, on the same port as warren's own
+// protocol, listen on tcp:// (or unix:// or tls://) instead and upgrade
+// with UpgradeWebSocket, as the HTTP bridge of package rpc does.
 func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
@@ -164,14 +180,17 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 		}
 		l.ln, l.netAddr = ln, ln.Addr()
 	default:
-		if a.Scheme == SchemeTLS {
+		if a.Scheme == SchemeTLS || a.Scheme == SchemeWSS {
 			if cfg.TLS == nil {
-				return fail(errors.New("a tls:// address needs ListenConfig.TLS"))
+				return fail(fmt.Errorf("a %s:// address needs ListenConfig.TLS", a.Scheme))
 			}
 			if len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
 				return fail(errors.New("ListenConfig.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)"))
 			}
 			l.tlsConfig = cfg.TLS.Clone()
+		}
+		if a.Scheme == SchemeWS || a.Scheme == SchemeWSS {
+			l.ws = &wsAccept{path: a.Path, opts: cfg.WebSocket}
 		}
 		ln, err := net.Listen("tcp", a.Address)
 		if err != nil {
@@ -202,9 +221,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 // AcceptConn is Accept returning the *Conn type.
 //
 // For unix peers the kernel credentials are read and the policy applied
-// before any byte is read. TLS connections are returned before their
-// handshake, which runs on the first Read, Write or Handshake call, so that
-// a slow client cannot stall Accept.
+// before any byte is read. TLS and WebSocket connections are returned before
+// their handshakes, which run on the first Read, Write or Handshake call, so
+// that a slow client cannot stall Accept.
 func (l *Listener) AcceptConn() (*Conn, error) {
 	for {
 		c, err := l.ln.Accept()
@@ -235,12 +254,23 @@ func (l *Listener) admit(c net.Conn) *Conn {
 			RemoteAddr: c.RemoteAddr(),
 		},
 	}
+	if l.ws != nil {
+		conn.wsAccept = l.ws
+		conn.handshakeTimeout = l.handshakeTimeout
+	}
 	switch {
-	case l.addr.Scheme == SchemeTLS:
+	case l.addr.Scheme == SchemeTLS || l.addr.Scheme == SchemeWSS:
 		conn.tls = tls.Server(c, l.tlsConfig)
 		conn.io = conn.tls
 		conn.handshakeTimeout = l.handshakeTimeout
+		if l.ws != nil {
+			conn.ws = newWSConn(conn.tls, false)
+			conn.io = conn.ws
+		}
 		return conn // the policy runs after the handshake
+	case l.ws != nil:
+		conn.ws = newWSConn(c, false)
+		conn.io = conn.ws
 	case l.addr.isFile():
 		// The kernel reports the private name the socket was bound under;
 		// report the path instead.
@@ -290,12 +320,12 @@ func (l *Listener) Stats() Stats {
 }
 
 // Addr returns the listener's network address: for a socket file, its path
-// as given to Listen; for tcp and tls, the address with the port the system
-// chose.
+// as given to Listen; for tcp, tls, ws and wss, the address with the port
+// the system chose.
 func (l *Listener) Addr() net.Addr { return l.netAddr }
 
 // Endpoint returns the warren address to dial this listener at, with the
-// port the system chose for a tcp or tls address with port 0.
+// port the system chose for a tcp, tls, ws or wss address with port 0.
 func (l *Listener) Endpoint() Addr { return l.addr }
 
 // Close stops listening and removes the socket file Listen created, unless

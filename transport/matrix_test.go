@@ -59,6 +59,22 @@ func transports() []transportCase {
 				return &transport.DialConfig{TLS: p.clientConfig(p.client)}
 			},
 		},
+		{
+			name:   "ws",
+			addr:   func(*testing.T) string { return "ws://127.0.0.1:0/warren" },
+			listen: none, dial: noDial,
+		},
+		{
+			name: "wss",
+			addr: func(*testing.T) string { return "wss://127.0.0.1:0/warren" },
+			listen: func(t *testing.T) *transport.ListenConfig {
+				return &transport.ListenConfig{TLS: getPKI(t).serverConfig()}
+			},
+			dial: func(t *testing.T) *transport.DialConfig {
+				p := getPKI(t)
+				return &transport.DialConfig{TLS: p.clientConfig(p.client)}
+			},
+		},
 	}
 }
 
@@ -114,7 +130,7 @@ func TestTransports(t *testing.T) {
 				if cred, err := peer.ReadCred(c); err != nil || cred.PID != os.Getpid() {
 					t.Errorf("ReadCred(*Conn) = %+v, %v", cred, err)
 				}
-			case "tcp", "tls":
+			case "tcp", "tls", "ws", "wss":
 				if server.HasCred || client.HasCred {
 					t.Error("a network peer has kernel credentials")
 				}
@@ -122,7 +138,7 @@ func TestTransports(t *testing.T) {
 					t.Errorf("server Peer.RemoteAddr is a %T, want *net.TCPAddr", server.RemoteAddr)
 				}
 			}
-			if endpoint.Scheme == "tls" {
+			if endpoint.Scheme == "tls" || endpoint.Scheme == "wss" {
 				checkChain(t, "server", server, "client")
 				checkChain(t, "client", client, "server")
 			} else if server.TLS != nil || client.TLS != nil {

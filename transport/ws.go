@@ -1,0 +1,744 @@
+package transport
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gobwas/ws"
+)
+
+// WebSocket close codes (RFC 6455, section 7.4.1) that this package sends or
+// reports in a [*WebSocketError].
+const (
+	WebSocketCloseNormal          = 1000 // sent by Close and CloseWrite
+	WebSocketCloseGoingAway       = 1001 // received from a peer that goes away, such as a browser tab
+	WebSocketCloseProtocolError   = 1002 // sent on a frame that breaks RFC 6455
+	WebSocketCloseUnsupportedData = 1003 // sent on a text message: warren carries binary messages only
+	WebSocketCloseNoStatus        = 1005 // never sent: reported for a close frame without a code
+	WebSocketCloseAbnormal        = 1006 // never sent: reported when the connection ends without a close frame
+	WebSocketCloseInvalidData     = 1007 // sent on a close frame whose reason is not UTF-8
+)
+
+// WebSocketError reports a WebSocket connection that ended other than by a
+// normal close handshake: a frame that breaks RFC 6455 (this side then sent
+// the peer a close frame with Code), a close frame from the peer with a code
+// other than 1000 (normal), 1001 (going away) or none, or the connection
+// ending without a close frame (Code 1006).
+type WebSocketError struct {
+	Code   int    // the close code, see the WebSocketClose constants
+	Reason string // what happened, or the peer's reason when Remote
+	// Remote reports that the peer sent Code in its close frame. Otherwise
+	// this side detected the problem (and sent Code to the peer, unless it
+	// is 1006).
+	Remote bool
+	Err    error // the underlying error, such as io.ErrUnexpectedEOF; may be nil
+}
+
+func (e *WebSocketError) Error() string {
+	var s string
+	switch {
+	case e.Remote:
+		s = fmt.Sprintf("warren: websocket: peer closed the connection with code %d", e.Code)
+		if e.Reason != "" {
+			s += fmt.Sprintf(" (%q)", e.Reason)
+		}
+	case e.Code == WebSocketCloseAbnormal:
+		s = "warren: websocket: " + e.Reason
+	default:
+		s = fmt.Sprintf("warren: websocket: %s (closed with code %d)", e.Reason, e.Code)
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *WebSocketError) Unwrap() error { return e.Err }
+
+// errWSClosed is returned by Write after this side sent its close frame.
+var errWSClosed = fmt.Errorf("warren: websocket: close frame sent: %w", net.ErrClosed)
+
+// wsCloseTimeout bounds each step of a close handshake: writing a close
+// frame, and waiting for the peer's close frame or for it to close the
+// connection.
+var wsCloseTimeout = 5 * time.Second
+
+// Buffer sizes. The read buffer holds frame headers and small payloads;
+// larger payloads are read straight into the caller's slice. A server's
+// write buffer holds a frame header and the start of its payload, so small
+// messages leave in one write; a client copies every payload there to mask
+// it, so its buffer is larger.
+const (
+	wsReadBufSize        = 4096
+	wsServerWriteBufSize = 4096
+	wsClientWriteBufSize = 32 << 10
+)
+
+// wsConn carries a byte stream in binary WebSocket messages over conn, after
+// the opening handshake: each Write sends one message, and Read returns the
+// payloads of the messages received, in order, as a stream. It answers pings,
+// refuses what RFC 6455 forbids and runs the close handshake.
+//
+// A wsConn exists before the handshake so that a *Conn can point at it from
+// the start; until ready is set it only closes.
+type wsConn struct {
+	conn   net.Conn // the connection frames travel on: TCP, TLS or a hijacked one
+	client bool     // this side is the client: it masks frames and expects them unmasked
+	ready  atomic.Bool
+
+	readMu  sync.Mutex // protects the fields down to readErr; held for a whole Read
+	rb      wsReadBuf
+	hdr     [ws.MaxHeaderSize]byte // for ws.ReadHeaderBuffer
+	remain  int64                  // payload bytes left in the current data frame
+	mask    [4]byte                // of the current data frame
+	maskPos int                    // payload bytes of the current frame unmasked so far, mod 4
+	masked  bool
+	inMsg   bool  // within a fragmented message: a continuation frame comes next
+	readErr error // sticky: set when the read side has ended
+
+	writeMu   sync.Mutex // protects the fields down to pongOut; held for a whole frame
+	wbuf      []byte     // allocated by the first write
+	hlen      byteCount  // for ws.WriteHeaderBuffer
+	rng       *mrand.ChaCha8
+	closeSent bool
+	writeErr  error     // sticky: a frame was cut short, the stream is broken
+	one       [1][]byte // the payload of writeFrameLocked, for writeVLocked
+	pongOut   [ws.MaxControlFramePayloadSize]byte
+
+	pongMu      sync.Mutex // protects pong and pongLen
+	pong        [ws.MaxControlFramePayloadSize]byte
+	pongLen     int
+	pongPending atomic.Bool // a pong waits in pong for the writer
+
+	readDone     chan struct{} // closed when the read side has ended
+	readDoneOnce sync.Once
+	closing      atomic.Bool // Close was called
+	closeOnce    sync.Once   // protects closeErr
+	closeErr     error
+	connOnce     sync.Once // closes conn; protects connErr
+	connErr      error
+}
+
+var _ net.Conn = (*wsConn)(nil)
+
+// newWSConn returns a wsConn over conn that is not ready yet.
+func newWSConn(conn net.Conn, client bool) *wsConn {
+	return &wsConn{conn: conn, client: client, readDone: make(chan struct{})}
+}
+
+// start makes c ready once the opening handshake has completed. buffered
+// holds bytes that arrived after the handshake and were read with it.
+func (c *wsConn) start(buffered []byte) {
+	c.rb.src = c.conn
+	c.rb.buf = make([]byte, max(wsReadBufSize, len(buffered)))
+	c.rb.w = copy(c.rb.buf, buffered)
+	c.ready.Store(true)
+}
+
+// Read reads the payload bytes of the binary messages received, as one
+// stream; it never returns bytes of two frames at once. It returns io.EOF
+// after a normal close handshake; a *WebSocketError when the peer broke the
+// protocol, closed with another code or let the connection end without a
+// close frame; and the network's error when the connection fails.
+func (c *wsConn) Read(p []byte) (int, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if !c.ready.Load() {
+		return 0, errors.New("warren: websocket: read before the opening handshake")
+	}
+	for {
+		if c.readErr != nil {
+			return 0, c.readErr
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if c.remain > 0 {
+			n, err := c.readPayload(p)
+			if n > 0 {
+				return n, nil // an error comes back on the next call
+			}
+			if err != nil {
+				return 0, c.readFailed(err)
+			}
+			continue
+		}
+		if err := c.nextFrame(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// readPayload reads the current frame's payload into p.
+func (c *wsConn) readPayload(p []byte) (int, error) {
+	if int64(len(p)) > c.remain {
+		p = p[:c.remain]
+	}
+	n, err := c.rb.Read(p)
+	if n > 0 {
+		if c.masked {
+			ws.Cipher(p[:n], c.mask, c.maskPos)
+		}
+		c.maskPos = (c.maskPos + n) & 3
+		c.remain -= int64(n)
+	}
+	return n, err
+}
+
+// nextFrame reads the next frame header and, for a control frame, its
+// payload, which it acts on. It returns an error only when the read side
+// has ended or, for a timeout, the caller must return.
+func (c *wsConn) nextFrame() error {
+	if err := c.rb.fill(2); err != nil {
+		return c.readFailed(err)
+	}
+	b0, b1 := c.rb.buf[c.rb.r], c.rb.buf[c.rb.r+1]
+	size := 2
+	if b1&0x80 != 0 {
+		size += 4
+	}
+	switch b1 & 0x7f {
+	case 126:
+		size += 2
+	case 127:
+		size += 8
+	}
+	op := ws.OpCode(b0 & 0x0f)
+	if op.IsControl() && b1&0x7f <= ws.MaxControlFramePayloadSize {
+		size += int(b1 & 0x7f) // keep a control frame whole in the buffer
+	}
+	if err := c.rb.fill(size); err != nil {
+		return c.readFailed(err)
+	}
+	h, err := ws.ReadHeaderBuffer(&c.rb, c.hdr[:])
+	if err != nil { // only ws.ErrHeaderLengthMSB: the bytes are buffered
+		return c.fail(WebSocketCloseProtocolError, "frame length has its most significant bit set")
+	}
+	if reason := c.checkHeader(h, b1&0x7f); reason != "" {
+		code := WebSocketCloseProtocolError
+		if reason == wsTextRefused {
+			code = WebSocketCloseUnsupportedData
+		}
+		return c.fail(code, reason)
+	}
+	if h.OpCode.IsControl() {
+		payload := c.rb.next(int(h.Length))
+		if h.Masked {
+			ws.Cipher(payload, h.Mask, 0)
+		}
+		switch h.OpCode {
+		case ws.OpPing:
+			c.queuePong(payload)
+		case ws.OpClose:
+			return c.closeReceived(payload)
+		}
+		return nil // a pong needs nothing
+	}
+	c.inMsg = !h.Fin
+	c.remain, c.mask, c.masked, c.maskPos = h.Length, h.Mask, h.Masked, 0
+	return nil
+}
+
+const wsTextRefused = "text message refused: warren carries binary messages only"
+
+// checkHeader returns why h breaks RFC 6455 for this side, or "". lenBits
+// are the 7 length bits of the header's second byte.
+func (c *wsConn) checkHeader(h ws.Header, lenBits byte) string {
+	switch {
+	case h.Rsv != 0:
+		return "reserved bits set without a negotiated extension"
+	case h.OpCode.IsReserved():
+		return fmt.Sprintf("reserved opcode %#x", byte(h.OpCode))
+	case c.client && h.Masked:
+		return "masked frame from the server"
+	case !c.client && !h.Masked:
+		return "unmasked frame from the client"
+	case lenBits == 126 && h.Length < 126, lenBits == 127 && h.Length <= 0xffff:
+		return "frame length not in its shortest encoding"
+	case h.OpCode.IsControl() && h.Length > ws.MaxControlFramePayloadSize:
+		return "control frame longer than 125 bytes"
+	case h.OpCode.IsControl() && !h.Fin:
+		return "fragmented control frame"
+	case h.OpCode == ws.OpContinuation && !c.inMsg:
+		return "continuation frame outside a fragmented message"
+	case h.OpCode.IsData() && h.OpCode != ws.OpContinuation && c.inMsg:
+		return "new message before the end of a fragmented one"
+	case h.OpCode == ws.OpText:
+		return wsTextRefused
+	}
+	return ""
+}
+
+// queuePong has the writer answer a ping with payload. Only the latest
+// ping is answered if several arrive while the writer is busy, as RFC 6455
+// allows.
+func (c *wsConn) queuePong(payload []byte) {
+	c.pongMu.Lock()
+	c.pongLen = copy(c.pong[:], payload)
+	c.pongPending.Store(true)
+	c.pongMu.Unlock()
+	c.flushPong()
+}
+
+// flushPong sends a queued pong unless a writer holds the lock, in which
+// case that writer sends it when it is done: the reader never waits for
+// the writer to answer a ping.
+func (c *wsConn) flushPong() {
+	for c.pongPending.Load() && c.writeMu.TryLock() {
+		c.pongMu.Lock()
+		n := copy(c.pongOut[:], c.pong[:c.pongLen])
+		send := c.pongPending.Swap(false)
+		c.pongMu.Unlock()
+		if send {
+			c.writeFrameLocked(ws.OpPong, c.pongOut[:n])
+		}
+		c.writeMu.Unlock()
+	}
+}
+
+// closeReceived handles the peer's close frame: it answers it, if this side
+// has not sent one yet, and closes the connection.
+func (c *wsConn) closeReceived(payload []byte) error {
+	code, reason := WebSocketCloseNoStatus, ""
+	switch {
+	case len(payload) == 1:
+		return c.fail(WebSocketCloseProtocolError, "close frame with a 1-byte payload")
+	case len(payload) >= 2:
+		code = int(binary.BigEndian.Uint16(payload))
+		if !validCloseCode(code) {
+			return c.fail(WebSocketCloseProtocolError, fmt.Sprintf("close frame with code %d, which may not be sent", code))
+		}
+		if !utf8.Valid(payload[2:]) {
+			return c.fail(WebSocketCloseInvalidData, "close frame whose reason is not UTF-8")
+		}
+		reason = string(payload[2:])
+	}
+	var echo [2]byte
+	n := 0
+	if code != WebSocketCloseNoStatus {
+		binary.BigEndian.PutUint16(echo[:], uint16(code))
+		n = 2
+	}
+	c.sendClose(echo[:n])
+	var err error = io.EOF
+	if code != WebSocketCloseNormal && code != WebSocketCloseGoingAway && code != WebSocketCloseNoStatus {
+		err = &WebSocketError{Code: code, Reason: reason, Remote: true}
+	}
+	c.endRead(err)
+	// Both close frames have been sent. The server closes the TCP
+	// connection at once; the client waits a little for the server to
+	// close it first, so that the server's end does not linger in
+	// TIME_WAIT (RFC 6455, section 7.1.1).
+	if c.client {
+		c.drainRaw()
+	}
+	c.closeConn()
+	return err
+}
+
+// validCloseCode reports whether an endpoint may send code in a close frame:
+// the codes RFC 6455 defines for that, those registered with IANA since
+// (1012 to 1014), and the ranges for libraries and applications.
+func validCloseCode(code int) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
+		return true
+	case code >= 3000 && code <= 4999:
+		return true
+	}
+	return false
+}
+
+// fail ends the read side because the peer broke the protocol: it sends a
+// close frame with code, and closes the connection once the peer has had a
+// chance to read it.
+func (c *wsConn) fail(code int, reason string) error {
+	err := &WebSocketError{Code: code, Reason: reason}
+	var body [2]byte
+	binary.BigEndian.PutUint16(body[:], uint16(code))
+	c.sendClose(body[:])
+	c.endRead(err)
+	// Close our side for writing and read until the peer closes, so that
+	// unread bytes do not make the kernel reset the connection, which
+	// could destroy the close frame before the peer reads it.
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.drainRaw()
+	c.closeConn()
+	return err
+}
+
+// readFailed handles an error from the connection. A timeout is returned
+// as it is and leaves the stream intact; any other error ends the read
+// side.
+func (c *wsConn) readFailed(err error) error {
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return err
+	}
+	switch {
+	case c.closing.Load() && errors.Is(err, net.ErrClosed):
+		// Close gave up waiting for the peer's close frame.
+	case err == io.EOF && c.remain == 0 && c.rb.buffered() == 0:
+		err = &WebSocketError{Code: WebSocketCloseAbnormal, Reason: "connection closed without a close frame", Err: io.ErrUnexpectedEOF}
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		err = &WebSocketError{Code: WebSocketCloseAbnormal, Reason: "connection closed in the middle of a frame", Err: io.ErrUnexpectedEOF}
+	}
+	c.endRead(err)
+	return err
+}
+
+// endRead records why the read side ended. The caller holds readMu.
+func (c *wsConn) endRead(err error) {
+	c.readErr = err
+	c.readDoneOnce.Do(func() { close(c.readDone) })
+}
+
+// drainRaw reads and drops bytes from the connection until the peer closes
+// it, for at most wsCloseTimeout. The caller holds readMu.
+func (c *wsConn) drainRaw() {
+	c.conn.SetReadDeadline(time.Now().Add(wsCloseTimeout))
+	c.rb.r, c.rb.w = 0, 0
+	for {
+		if _, err := c.conn.Read(c.rb.buf); err != nil {
+			return
+		}
+	}
+}
+
+// Write sends p as one binary message, in one frame, and returns len(p) if
+// it was sent whole. A write that fails or times out in the middle of a
+// frame breaks the stream: every later Write returns the same error.
+func (c *wsConn) Write(p []byte) (int, error) {
+	c.writeMu.Lock()
+	n, err := c.writeFrameLocked(ws.OpBinary, p)
+	c.writeMu.Unlock()
+	if c.pongPending.Load() {
+		c.flushPong()
+	}
+	return n, err
+}
+
+// writeBuffers sends the buffers as one binary message, in one frame, and
+// consumes them as net.Buffers.WriteTo does.
+func (c *wsConn) writeBuffers(v *net.Buffers) (int64, error) {
+	var total int64
+	for _, b := range *v {
+		total += int64(len(b))
+	}
+	c.writeMu.Lock()
+	n, err := c.writeVLocked(ws.OpBinary, *v, total)
+	c.writeMu.Unlock()
+	if c.pongPending.Load() {
+		c.flushPong()
+	}
+	if err == nil {
+		*v = (*v)[len(*v):]
+	}
+	return n, err
+}
+
+// writeFrameLocked writes one final frame with opcode op and payload p. The
+// caller holds writeMu.
+func (c *wsConn) writeFrameLocked(op ws.OpCode, p []byte) (int, error) {
+	c.one[0] = p
+	n, err := c.writeVLocked(op, c.one[:], int64(len(p)))
+	c.one[0] = nil
+	return int(n), err
+}
+
+// writeVLocked writes one final frame with opcode op whose payload is the
+// concatenation of bufs, total bytes long. The header goes out with the
+// start of the payload, copied after it in wbuf; the rest of the payload
+// is written from bufs (server) or masked in wbuf chunk by chunk (client).
+// The caller holds writeMu.
+func (c *wsConn) writeVLocked(op ws.OpCode, bufs [][]byte, total int64) (int64, error) {
+	switch {
+	case c.writeErr != nil:
+		return 0, c.writeErr
+	case c.closeSent:
+		return 0, errWSClosed
+	case !c.ready.Load():
+		return 0, errors.New("warren: websocket: write before the opening handshake")
+	}
+	if c.wbuf == nil {
+		if c.client {
+			var seed [32]byte
+			rand.Read(seed[:])
+			c.rng = mrand.NewChaCha8(seed)
+			c.wbuf = make([]byte, wsClientWriteBufSize)
+		} else {
+			c.wbuf = make([]byte, wsServerWriteBufSize)
+		}
+	}
+	h := ws.Header{Fin: true, OpCode: op, Length: total, Masked: c.client}
+	if c.client {
+		binary.LittleEndian.PutUint32(h.Mask[:], uint32(c.rng.Uint64()))
+	}
+	// The header is encoded in place at the start of wbuf.
+	if err := ws.WriteHeaderBuffer(&c.hlen, h, c.wbuf); err != nil {
+		return 0, err
+	}
+	hlen := int(c.hlen)
+	off, i, j := hlen, 0, 0 // bufs[i][j:] is the payload still to send
+	for i < len(bufs) && off < len(c.wbuf) {
+		m := copy(c.wbuf[off:], bufs[i][j:])
+		off, j = off+m, j+m
+		if j == len(bufs[i]) {
+			i, j = i+1, 0
+		}
+	}
+	if c.client {
+		ws.Cipher(c.wbuf[hlen:off], h.Mask, 0)
+	}
+	if n, err := c.conn.Write(c.wbuf[:off]); err != nil {
+		if n == 0 && isTimeout(err) {
+			return 0, err // nothing went out: the stream is intact
+		}
+		c.writeErr = err
+		return int64(max(0, n-hlen)), err
+	}
+	sent := int64(off - hlen)
+	for i < len(bufs) {
+		chunk := bufs[i][j:]
+		if c.client {
+			m := copy(c.wbuf, chunk)
+			ws.Cipher(c.wbuf[:m], h.Mask, int(sent&3))
+			chunk = c.wbuf[:m]
+		}
+		n, err := c.conn.Write(chunk)
+		sent += int64(n)
+		if err != nil {
+			c.writeErr = err
+			return sent, err
+		}
+		if j += n; j == len(bufs[i]) {
+			i, j = i+1, 0
+		}
+	}
+	return sent, nil
+}
+
+// byteCount is an io.Writer that records the length of the last write: the
+// header ws.WriteHeaderBuffer encodes in place.
+type byteCount int
+
+func (b *byteCount) Write(p []byte) (int, error) {
+	*b = byteCount(len(p))
+	return len(p), nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// lockWriter takes writeMu for a close frame. A writer that holds it has
+// wsCloseTimeout to finish its frame.
+func (c *wsConn) lockWriter() {
+	if c.writeMu.TryLock() {
+		return
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
+	c.writeMu.Lock()
+}
+
+// sendClose sends a close frame with payload, unless this side has sent one
+// already or the stream is broken.
+func (c *wsConn) sendClose(payload []byte) {
+	c.lockWriter()
+	defer c.writeMu.Unlock()
+	if c.closeSent || c.writeErr != nil {
+		return
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
+	c.closeLocked(payload)
+}
+
+// closeLocked writes a close frame. The caller holds writeMu.
+func (c *wsConn) closeLocked(payload []byte) error {
+	_, err := c.writeFrameLocked(ws.OpClose, payload)
+	if err != nil && c.writeErr == nil {
+		c.writeErr = err
+	}
+	c.closeSent = true
+	return err
+}
+
+// CloseWrite sends a close frame (code 1000): the peer reads io.EOF once it
+// has read everything sent before. It may still send data until it answers
+// with its own close frame, which ends this side's Read with io.EOF and
+// closes the connection.
+func (c *wsConn) CloseWrite() error {
+	if !c.ready.Load() {
+		return errors.New("warren: websocket: CloseWrite before the handshake")
+	}
+	var body [2]byte
+	binary.BigEndian.PutUint16(body[:], WebSocketCloseNormal)
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	switch {
+	case c.writeErr != nil:
+		return c.writeErr
+	case c.closeSent:
+		return errWSClosed
+	}
+	return c.closeLocked(body[:])
+}
+
+// Close runs the close handshake, if the peer has not started it: it sends
+// a close frame (code 1000) and waits for the peer's, for at most
+// wsCloseTimeout, reading and dropping any data that comes first. Then it
+// closes the connection. A Read blocked meanwhile returns io.EOF once the
+// peer's close frame arrives.
+func (c *wsConn) Close() error {
+	if !c.ready.Load() {
+		return c.closeConn()
+	}
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		var body [2]byte
+		binary.BigEndian.PutUint16(body[:], WebSocketCloseNormal)
+		c.sendClose(body[:])
+		select {
+		case <-c.readDone:
+		default:
+			if !c.closeFrameOut() {
+				break // the stream is broken: there is no handshake to wait for
+			}
+			if c.readMu.TryLock() {
+				// No Read is running: wait for the peer's close frame here.
+				c.conn.SetReadDeadline(time.Now().Add(wsCloseTimeout))
+				c.drainFrames()
+				c.readMu.Unlock()
+			} else {
+				// A Read is running and will see the peer's close frame.
+				t := time.NewTimer(wsCloseTimeout)
+				select {
+				case <-c.readDone:
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
+		c.closeErr = c.closeConn()
+	})
+	return c.closeErr
+}
+
+// closeFrameOut reports whether this side has sent its close frame whole.
+func (c *wsConn) closeFrameOut() bool {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	return c.closeSent && c.writeErr == nil
+}
+
+// drainFrames reads and drops frames until the read side ends. The caller
+// holds readMu.
+func (c *wsConn) drainFrames() {
+	for c.readErr == nil {
+		if c.remain > 0 {
+			n := int(min(c.remain, int64(len(c.rb.buf))))
+			if c.rb.buffered() > 0 {
+				n = min(n, c.rb.buffered())
+				c.rb.next(n)
+				c.remain -= int64(n)
+				continue
+			}
+			m, err := c.conn.Read(c.rb.buf[:n])
+			c.remain -= int64(m)
+			if err != nil {
+				c.endRead(err)
+			}
+			continue
+		}
+		if err := c.nextFrame(); err != nil && c.readErr == nil {
+			c.endRead(err) // a timeout
+		}
+	}
+}
+
+// closeConn closes the underlying connection once.
+func (c *wsConn) closeConn() error {
+	c.connOnce.Do(func() { c.connErr = c.conn.Close() })
+	return c.connErr
+}
+
+func (c *wsConn) LocalAddr() net.Addr                { return c.conn.LocalAddr() }
+func (c *wsConn) RemoteAddr() net.Addr               { return c.conn.RemoteAddr() }
+func (c *wsConn) SetDeadline(t time.Time) error      { return c.conn.SetDeadline(t) }
+func (c *wsConn) SetReadDeadline(t time.Time) error  { return c.conn.SetReadDeadline(t) }
+func (c *wsConn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+
+// wsReadBuf is a read buffer that, unlike bufio.Reader, can be given bytes
+// already read (those that arrived with the opening handshake) and lets the
+// frame reader look at a header before it is consumed.
+type wsReadBuf struct {
+	src  io.Reader
+	buf  []byte
+	r, w int // buf[r:w] holds the bytes read and not consumed
+}
+
+func (b *wsReadBuf) buffered() int { return b.w - b.r }
+
+// fill reads until at least n bytes are buffered; n <= len(b.buf). The
+// bytes already buffered stay there whatever the error.
+func (b *wsReadBuf) fill(n int) error {
+	if b.w-b.r >= n {
+		return nil
+	}
+	if b.r > 0 && len(b.buf)-b.r < n {
+		b.w = copy(b.buf, b.buf[b.r:b.w])
+		b.r = 0
+	}
+	for b.w-b.r < n {
+		m, err := b.src.Read(b.buf[b.w:])
+		b.w += m
+		if err != nil {
+			if err == io.EOF && b.w-b.r > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if b.w-b.r >= n {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// next consumes n buffered bytes and returns them; they stay valid until
+// the next read.
+func (b *wsReadBuf) next(n int) []byte {
+	p := b.buf[b.r : b.r+n]
+	b.r += n
+	return p
+}
+
+// Read reads into p from the buffer or, when the buffer is empty and p is
+// at least as large, straight from the source.
+func (b *wsReadBuf) Read(p []byte) (int, error) {
+	if b.r == b.w {
+		if len(p) >= len(b.buf) {
+			return b.src.Read(p)
+		}
+		b.r, b.w = 0, 0
+		n, err := b.src.Read(b.buf)
+		if n == 0 {
+			return 0, err
+		}
+		b.w = n
+	}
+	n := copy(p, b.buf[b.r:b.w])
+	b.r += n
+	return n, nil
+}
