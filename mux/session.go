@@ -39,6 +39,15 @@ type Config struct {
 	// canceled by the peer or lost with the connection, so that the work
 	// behind it can stop.
 	OnReset func(st *Stream, err error)
+	// OnHTTP, if set (server role), is handed the connection when the peer
+	// sends an HTTP request (wire.ErrHTTPRequest) instead of the preface.
+	// The connection it gets replays the bytes already read, so it reads as
+	// the whole request, and has no deadline. OnHTTP runs on the goroutine
+	// that called Server and owns the connection from then on; Server
+	// returns once it does, with an error matching wire.ErrHTTPRequest.
+	// When OnHTTP is nil, such a peer is answered with
+	// wire.HTTPRejectResponse and the connection is closed.
+	OnHTTP func(conn net.Conn)
 }
 
 // connWindowFactor sets the connection-level flow-control window: this many
@@ -125,8 +134,9 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 
 // Server performs the server side of the handshake on conn and starts the
 // session. A peer that is not warren gets an error within the handshake
-// timeout; an HTTP client is answered with an HTTP 400 explaining what the
-// socket speaks. On error conn is closed.
+// timeout; an HTTP client is handed to cfg.OnHTTP or, without one, answered
+// with an HTTP 400 explaining what the socket speaks. On error conn is
+// closed, unless OnHTTP took it.
 func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	s, err := newSession(conn, false, cfg)
 	if err != nil {
@@ -135,7 +145,13 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
 	peer, err := wire.ReadPreface(conn)
 	if err != nil {
-		if errors.Is(err, wire.ErrHTTPRequest) {
+		var nw *wire.NotWarrenError
+		if errors.As(err, &nw) && nw.HTTP {
+			if s.cfg.OnHTTP != nil {
+				conn.SetDeadline(time.Time{})
+				s.cfg.OnHTTP(newReplayConn(conn, nw.Prefix))
+				return nil, fmt.Errorf("warren: connection handed to the HTTP server: %w", err)
+			}
 			conn.Write(wire.HTTPRejectResponse)
 		}
 		conn.Close()
@@ -148,6 +164,40 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
 	return s, nil
+}
+
+// replayConn reads prefix, the bytes the preface reader consumed, before
+// reading from the connection.
+type replayConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *replayConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// NetConn returns the underlying connection.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// replayCloseWriteConn is a replayConn over a connection that can close its
+// write side (TCP, unix), which net/http uses to end a response cleanly.
+type replayCloseWriteConn struct{ replayConn }
+
+func (c *replayCloseWriteConn) CloseWrite() error {
+	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
+}
+
+func newReplayConn(conn net.Conn, prefix []byte) net.Conn {
+	if _, ok := conn.(interface{ CloseWrite() error }); ok {
+		return &replayCloseWriteConn{replayConn{conn, prefix}}
+	}
+	return &replayConn{conn, prefix}
 }
 
 func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {

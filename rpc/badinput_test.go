@@ -538,9 +538,10 @@ func TestShutdownStalledReader(t *testing.T) {
 	expectClosed(t, rs.conn, 2*time.Second)
 }
 
-// TestNotWarrenPeers connects peers that do not speak warren.
+// TestNotWarrenPeers connects peers that do not speak warren, to a server
+// with the HTTP bridge off (TestHTTPNotWarrenPeers has it on).
 func TestNotWarrenPeers(t *testing.T) {
-	e := startBad(t, newBadServer(nil))
+	e := startBad(t, newBadServer(&ServerOptions{NoHTTP: true}))
 	good := e.client(t, nil)
 
 	t.Run("random bytes", func(t *testing.T) {

@@ -41,11 +41,17 @@ type serverCall struct {
 	deadline time.Time    // zero: none
 	md       []byte       // request metadata block, copied
 	state    atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+	// For a call that came over HTTP: the request's context, which ends
+	// when the client goes away or the server closes (nil for warren
+	// calls), and the stream adapter of a streaming call.
+	parent context.Context
+	hs     *httpStream
 
-	mu    sync.Mutex // protects following
-	done  chan struct{}
-	err   error
-	timer *time.Timer
+	mu         sync.Mutex // protects following
+	done       chan struct{}
+	err        error
+	timer      *time.Timer
+	stopParent func() bool // stops the watch on parent started by Done
 
 	mdMu       sync.Mutex // protects following
 	header     Metadata
@@ -64,8 +70,13 @@ func (c *serverCall) Done() <-chan struct{} {
 		c.done = make(chan struct{})
 		if c.err != nil {
 			close(c.done)
-		} else if !c.deadline.IsZero() {
-			c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.cancel(context.DeadlineExceeded) })
+		} else {
+			if !c.deadline.IsZero() {
+				c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.cancel(context.DeadlineExceeded) })
+			}
+			if c.parent != nil {
+				c.stopParent = context.AfterFunc(c.parent, func() { c.cancel(context.Canceled) })
+			}
 		}
 	}
 	return c.done
@@ -75,11 +86,18 @@ func (c *serverCall) Err() error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
-	if err == nil && !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
-		c.cancel(context.DeadlineExceeded)
-		return context.DeadlineExceeded
+	if err != nil {
+		return err
 	}
-	return err
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+		return c.Err()
+	}
+	if c.parent != nil && c.parent.Err() != nil {
+		c.cancel(context.Canceled)
+		return c.Err()
+	}
+	return nil
 }
 
 func (c *serverCall) Value(key any) any {
@@ -109,6 +127,9 @@ func (c *serverCall) cancel(err error) {
 		}
 		if c.timer != nil {
 			c.timer.Stop()
+		}
+		if c.stopParent != nil {
+			c.stopParent()
 		}
 	}
 	c.mu.Unlock()

@@ -13,4 +13,9 @@
 //
 // The codec (JSON, Protocol Buffers or raw bytes) travels with each call;
 // errors are *status.Error values with gRPC-numbered codes.
+//
+// Every listener of a Server also answers HTTP/1.1 in the Connect protocol
+// (POST /Service/Method with a JSON or protobuf body), so that curl and
+// Connect clients can call the same methods under the same policies and
+// limits; HTTPClient returns an http.Client that dials a warren address.
 package rpc

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -63,6 +65,18 @@ type ServerOptions struct {
 	// Logger receives handler panics and refused connections; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// WebSocket configures the WebSocket upgrades the HTTP bridge serves: a
+	// GET with "Upgrade: websocket" on any listener becomes a warren
+	// connection over WebSocket (PROTOCOL.md, "WebSocket"), counted as the
+	// connection it arrived on. nil means transport.SameHostOrigin as the
+	// origin check, which refuses pages of other sites in browsers.
+	WebSocket *transport.WebSocketOptions
+	// NoHTTP turns off the HTTP bridge. By default a connection that starts
+	// with an HTTP/1.1 request is served over HTTP in the Connect protocol
+	// (POST /Service/Method; see PROTOCOL.md), with the same policies, limits
+	// and interceptors as warren calls. With NoHTTP it is answered with
+	// HTTP 400 and closed.
+	NoHTTP bool
 }
 
 func limit(v, def int) int {
@@ -109,6 +123,9 @@ type Server struct {
 	rejected   atomic.Uint64
 	panics     atomic.Uint64
 	wg         sync.WaitGroup // every goroutine the server started
+
+	httpLogOnce sync.Once
+	httpLog     *log.Logger // net/http's own errors, to logger
 }
 
 type peerLimiter struct {
@@ -288,6 +305,25 @@ func (s *Server) ServeConn(conn net.Conn) {
 	} else if refuse = s.addConn(sc); refuse != "" {
 		s.logger.Warn("warren: connection refused", "peer", p.String(), "reason", refuse)
 	}
+	if refuse != "" {
+		s.rejected.Add(1)
+	}
+	if s.serveSession(sc, conn, refuse, !s.opts.NoHTTP) && refuse == "" {
+		s.removeConn(sc)
+	}
+}
+
+// serveSession runs a warren session on conn for sc, which ServeConn has
+// authorized and counted, or refused with the reason refuse: a refused
+// session answers every call, and then a GOAWAY, with the reason. With
+// serveHTTP, a connection that starts with an HTTP request goes to the HTTP
+// bridge. It returns once the session or the HTTP connection has ended,
+// reporting whether sc is still to be uncounted (false for a refused one).
+func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serveHTTP bool) bool {
+	refuseCode := status.ResourceExhausted
+	if refuse != "" && peer.Authorize(s.opts.Policy, sc.peer) != nil {
+		refuseCode = status.PermissionDenied
+	}
 	cfg := &mux.Config{
 		Settings:         s.opts.Settings,
 		HandshakeTimeout: s.handshakeTimeout(),
@@ -303,37 +339,32 @@ func (s *Server) ServeConn(conn net.Conn) {
 		},
 	}
 	if refuse != "" {
-		s.rejected.Add(1)
-		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
+		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(refuseCode, refuse) }
+	}
+	if serveHTTP {
+		cfg.OnHTTP = func(hc net.Conn) { s.serveHTTPConn(sc, hc, refuse) }
 	}
 	sess, err := mux.Server(conn, cfg)
 	if err != nil {
-		if refuse == "" {
-			s.removeConn(sc)
-		}
-		return
+		return true
 	}
 	s.mu.Lock()
 	sc.sess = sess
 	closing := s.closing
 	s.mu.Unlock()
 	if refuse != "" {
-		code := status.ResourceExhausted
-		if peer.Authorize(s.opts.Policy, p) != nil {
-			code = status.PermissionDenied
-		}
-		sess.GoAway(code, refuse)
+		sess.GoAway(refuseCode, refuse)
 		time.AfterFunc(100*time.Millisecond, func() { sess.Close() })
 		<-sess.Done()
 		sess.Close()
-		return
+		return false
 	}
 	if closing {
 		sess.GoAway(status.Unavailable, "server is shutting down")
 	}
 	<-sess.Done()
 	sess.Close()
-	s.removeConn(sc)
+	return true
 }
 
 func (s *Server) handshakeTimeout() time.Duration {
@@ -396,49 +427,64 @@ func (s *Server) removeConn(sc *serverConn) {
 	}
 }
 
+// admit applies the checks every call passes before it runs, whether it
+// came as a warren stream or as an HTTP request: the method exists (hd is
+// its handler, nil for an unknown method), its policy allows the peer, the
+// codec exists, and the call fits under the concurrency limits and the
+// peer's rate limit. It never blocks. An admitted call holds a slot under
+// the limits until s.callDone(sc). A refused one gets the code and message
+// to refuse it with; for an unknown method the message is left to the
+// caller, which has the name.
+func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Code, string) {
+	s := sc.srv
+	if hd == nil {
+		s.refused.Add(1)
+		return nil, status.Unimplemented, ""
+	}
+	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
+		s.refused.Add(1)
+		return nil, status.PermissionDenied, err.Error()
+	}
+	cd, err := codec.ByID(codecID)
+	if err != nil {
+		s.refused.Add(1)
+		return nil, status.InvalidArgument, err.Error()
+	}
+	if sc.calls.Add(1) > int64(s.opts.MaxCallsPerConn) {
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn)
+	}
+	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
+		s.calls.Add(-1)
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
+	}
+	if !sc.lim.lim.Allow() {
+		s.calls.Add(-1)
+		sc.calls.Add(-1)
+		s.refused.Add(1)
+		return nil, status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate)
+	}
+	s.callsTotal.Add(1)
+	return cd, status.OK, ""
+}
+
 // onStream admits a call on the session's reader goroutine and hands it to
 // a worker. Refusals are answered at once: nothing queues.
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	s := sc.srv
 	c := st.Owner.(*serverCall)
 	hd := (*s.handlers.Load())[string(h.Method)]
-	if hd == nil {
-		s.refused.Add(1)
-		st.Refuse(status.Unimplemented, fmt.Sprintf("unknown method %q", h.Method))
+	cd, code, msg := sc.admit(hd, h.Codec)
+	if code != status.OK {
+		if hd == nil {
+			msg = fmt.Sprintf("unknown method %q", h.Method)
+		}
+		st.Refuse(code, msg)
 		return
 	}
-	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
-		s.refused.Add(1)
-		st.Refuse(status.PermissionDenied, err.Error())
-		return
-	}
-	cd, err := codec.ByID(h.Codec)
-	if err != nil {
-		s.refused.Add(1)
-		st.Refuse(status.InvalidArgument, err.Error())
-		return
-	}
-	if sc.calls.Add(1) > int64(s.opts.MaxCallsPerConn) {
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		st.Refuse(status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
-		return
-	}
-	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
-		s.calls.Add(-1)
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		st.Refuse(status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
-		return
-	}
-	if !sc.lim.lim.Allow() {
-		s.calls.Add(-1)
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		st.Refuse(status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
-		return
-	}
-	s.callsTotal.Add(1)
 	c.conn, c.h, c.codec = sc, hd, cd
 	if h.Timeout > 0 {
 		c.deadline = time.Now().Add(h.Timeout)

@@ -73,7 +73,7 @@ func (s *Stream[Req, Resp]) Recv() (*Req, error) {
 // the next: with the raw codec and Req []byte, the message is copied into
 // m's capacity, so a steady stream of messages allocates nothing.
 func (s *Stream[Req, Resp]) RecvMsg(m *Req) error {
-	buf, err := s.c.st.Recv(s.ctx)
+	buf, err := s.c.recv(s.ctx)
 	if err != nil {
 		if err == io.EOF {
 			return io.EOF
@@ -97,7 +97,7 @@ func (s *Stream[Req, Resp]) Send(m *Resp) error {
 	if err != nil {
 		return status.Errorf(status.Internal, "encoding %s reply as %s: %v", s.c.h.name, s.c.codec.Name(), err)
 	}
-	err = s.c.st.Send(s.ctx, data, false)
+	err = s.c.send(s.ctx, data)
 	pool.Put(scratch)
 	if err != nil {
 		return callError(err)
@@ -113,7 +113,7 @@ func (s *Stream[Req, Resp]) sendHeader() error {
 		c.headerSent = true
 		c.mdMu.Unlock()
 		if md != nil {
-			s.headerErr = c.st.SendHeader(md)
+			s.headerErr = c.sendHeader(md)
 		}
 	})
 	return s.headerErr
@@ -202,6 +202,39 @@ func (c *serverCall) runStream() {
 	code, msg, details := status.OK, "", [][]byte(nil)
 	if se := status.FromError(err); se != nil {
 		code, msg, details = se.Code, se.Message, se.Details
+	}
+	c.endStream(header, code, msg, details, trailer)
+}
+
+// recv, send, sendHeader and endStream move a streaming call's messages:
+// over its mux stream, or over HTTP for a call that came as an HTTP request
+// (see http_stream.go).
+
+func (c *serverCall) recv(ctx context.Context) (*pool.Buf, error) {
+	if c.hs != nil {
+		return c.hs.recv()
+	}
+	return c.st.Recv(ctx)
+}
+
+func (c *serverCall) send(ctx context.Context, data []byte) error {
+	if c.hs != nil {
+		return c.hs.send(data)
+	}
+	return c.st.Send(ctx, data, false)
+}
+
+func (c *serverCall) sendHeader(md []string) error {
+	if c.hs != nil {
+		return c.hs.sendHeader(md)
+	}
+	return c.st.SendHeader(md)
+}
+
+func (c *serverCall) endStream(header []string, code status.Code, msg string, details [][]byte, trailer []string) {
+	if c.hs != nil {
+		c.hs.end(header, code, msg, details, trailer)
+		return
 	}
 	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
 }

@@ -1,203 +1,230 @@
-// Command warren runs and talks to warren services.
+// Command warren serves and calls warren services.
 //
-//	warren demo [-addr ADDR] [-calls N]
+//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...
+//	warren call ADDR METHOD [JSON]
+//	warren list ADDR [--json]
+//	warren ping ADDR [-n N]
+//	warren demo [-calls N] [-duration D]
+//	warren bench [compare flags]
 //
-// demo starts a small service on ADDR (default: a socket in a new temporary
-// directory), connects to it as a client, and shows what warren does: the
-// peer identity the server read from the kernel, typed calls, errors,
-// concurrent calls on one connection, and the round trip time.
+// serve runs the counter service (package counter) over warren RPC and HTTP
+// on one address; call, list and ping talk to any warren server; demo starts
+// the counter service on a private socket, drives it over RPC, a Watch
+// stream and HTTP and reports; bench runs the comparison benchmarks of the
+// bench module.
+//
+// ADDR is a warren address (unix:///abs/path, unix:rel/path, unix:@name,
+// tcp://host:port) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
+// $TMPDIR/warren-UID/warren.sock without XDG_RUNTIME_DIR.
+//
+// Every command takes -h (or --help). Errors go to stderr as "error: ..."
+// (with the status code for a failed call, as in "error: not_found: ...");
+// the exit status is 1 for errors and 2 for usage mistakes.
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/warrenipc/warren/peer"
-	"github.com/warrenipc/warren/rpc"
-	"github.com/warrenipc/warren/status"
-	"github.com/warrenipc/warren/transport"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "warren:", err)
-		os.Exit(1)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// env is what a command reads and writes.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(e *env, args []string) error
+}
+
+var commands []command
+
+func init() {
+	// In init: the commands' help refers to the list.
+	commands = []command{
+		{"serve", "serve the counter service over RPC and HTTP on one address", cmdServe},
+		{"call", "call a method with a JSON request and print the reply", cmdCall},
+		{"list", "list a server's methods and their message shapes", cmdList},
+		{"ping", "measure round trips to a server", cmdPing},
+		{"demo", "serve the counter service on a private socket, drive it and report", cmdDemo},
+		{"bench", "run the comparison benchmarks (bench/cmd/compare)", cmdBench},
 	}
 }
 
-const usage = `usage: warren <command> [flags]
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: warren <command> [flags] [arguments]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-6s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port, or
+"default" (the address 'warren serve' uses without --addr).
 
-commands:
-  demo    start a demo service on a socket, call it, and report
+examples:
+  warren serve &
+  warren call default Counter.Set '{"name":"a","value":1}'
+  warren demo
 
-run 'warren <command> -h' for the flags of a command`
+run 'warren <command> -h' for the flags and examples of a command`)
+	return b.String()
+}
 
-func run(args []string, out io.Writer) error {
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct {
+	cmd string // "" for the top level
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// exitStatus ends the process with a status and nothing more to print
+// (the command has said what it had to).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return errors.New(usage)
+		fmt.Fprintln(stderr, usage())
+		return exitUsage
 	}
-	switch args[0] {
-	case "demo":
-		return demo(args[1:], out)
+	name := args[0]
+	switch name {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(out, usage)
-		return nil
-	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
-}
-
-// The demo service: a greeting and a counter.
-
-type HelloRequest struct {
-	Name string `json:"name"`
-}
-
-type HelloReply struct {
-	Greeting string `json:"greeting"`
-	UID      int    `json:"uid"`
-	PID      int    `json:"pid"`
-}
-
-type IncRequest struct {
-	By int64 `json:"by"`
-}
-
-type IncReply struct {
-	Value int64 `json:"value"`
-}
-
-func newDemoServer() *rpc.Server {
-	srv := rpc.NewServer(nil)
-	rpc.Handle(srv, "Demo.Hello", func(ctx context.Context, req *HelloRequest) (*HelloReply, error) {
-		if req.Name == "" {
-			return nil, status.New(status.InvalidArgument, "name is required")
+		if len(args) > 1 && name == "help" {
+			// "warren help serve" is "warren serve -h".
+			return run([]string{args[1], "-h"}, stdin, stdout, stderr)
 		}
-		p, _ := peer.FromContext(ctx)
-		return &HelloReply{Greeting: "hello, " + req.Name, UID: p.UID, PID: p.PID}, nil
-	})
-	var counter atomic.Int64
-	rpc.Handle(srv, "Demo.Inc", func(ctx context.Context, req *IncRequest) (*IncReply, error) {
-		by := req.By
-		if by == 0 {
-			by = 1
+		fmt.Fprintln(stdout, usage())
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return report(e, c.name, c.run(e, args[1:]))
 		}
-		return &IncReply{Value: counter.Add(by)}, nil
-	})
-	return srv
+	}
+	fmt.Fprintf(stderr, "error: unknown command %q\n\n%s\n", name, usage())
+	return exitUsage
 }
 
-func demo(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	addr := fs.String("addr", "", "address to serve on (default: a socket in a new temporary directory)")
-	calls := fs.Int("calls", 10000, "calls to make from 16 concurrent callers")
-	if err := fs.Parse(args); err != nil {
-		return err
+// report prints err, if any, and returns the exit status.
+func report(e *env, cmd string, err error) int {
+	var ue *usageError
+	var es exitStatus
+	var ce *callError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &es):
+		return int(es)
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "error: %s\nrun 'warren %s -h' for usage\n", ue.msg, cmd)
+		return exitUsage
+	case errors.As(err, &ce):
+		fmt.Fprintf(e.stderr, "error: %s: %s\n", ce.code, ce.msg)
+		return exitError
 	}
-	if *addr == "" {
-		dir, err := os.MkdirTemp("", "warren-demo-")
+	fmt.Fprintf(e.stderr, "error: %s\n", strings.TrimPrefix(err.Error(), "warren: "))
+	return exitError
+}
+
+// help describes a command for its -h.
+type help struct {
+	usage    string // "warren call ADDR METHOD [JSON]"
+	text     string // what it does
+	examples string // indented example lines
+}
+
+// newFlagSet returns a FlagSet that reports nothing itself: parseFlags
+// turns its errors into usage errors and -h into the command's help.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// errHelp is returned by parseFlags after printing the help.
+var errHelp = exitStatus(exitOK)
+
+// parseFlags parses args with fs, allowing flags after the positional
+// arguments too ("warren call ADDR M '{}' -timeout 1s"); "--" ends the
+// flags. It returns the positional arguments. On -h it prints the help to
+// stdout and returns errHelp.
+func parseFlags(e *env, fs *flag.FlagSet, h help, args []string) ([]string, error) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(e.stdout, fs, h)
+			return nil, errHelp
+		}
 		if err != nil {
-			return err
+			return nil, &usageError{cmd: fs.Name(), msg: err.Error() + "\nusage: " + h.usage}
 		}
-		defer os.RemoveAll(dir)
-		*addr = "unix://" + filepath.Join(dir, "demo.sock")
-	}
-	l, err := transport.Listen(*addr, nil)
-	if err != nil {
-		return err
-	}
-	srv := newDemoServer()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	fmt.Fprintf(out, "serving on %s (socket mode 0600, same-user policy)\n", *addr)
-
-	c, err := rpc.Dial(*addr, nil)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-
-	hello, err := rpc.Call[HelloRequest, HelloReply](ctx, c, "Demo.Hello", &HelloRequest{Name: "warren"})
-	if err != nil {
-		return fmt.Errorf("Demo.Hello: %w", err)
-	}
-	fmt.Fprintf(out, "Demo.Hello: %q (the server saw uid %d, pid %d; this process is pid %d)\n",
-		hello.Greeting, hello.UID, hello.PID, os.Getpid())
-
-	_, err = rpc.Call[HelloRequest, HelloReply](ctx, c, "Demo.Hello", &HelloRequest{})
-	fmt.Fprintf(out, "Demo.Hello with no name: %v (code %s)\n", err, status.CodeOf(err))
-
-	list, err := rpc.Call[rpc.Empty, rpc.MethodList](ctx, c, rpc.IntrospectionMethod, &rpc.Empty{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", rpc.IntrospectionMethod, err)
-	}
-	fmt.Fprint(out, "methods:")
-	for _, m := range list.Methods {
-		fmt.Fprintf(out, " %s", m.Name)
-	}
-	fmt.Fprintln(out)
-
-	start := time.Now()
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var last atomic.Int64
-	const callers = 16
-	for i := range callers {
-		n := *calls / callers
-		if i < *calls%callers {
-			n++
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
 		}
-		wg.Go(func() {
-			for range n {
-				r, err := rpc.Call[IncRequest, IncReply](ctx, c, "Demo.Inc", &IncRequest{By: 1})
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				for v := last.Load(); r.Value > v && !last.CompareAndSwap(v, r.Value); v = last.Load() {
-				}
-			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(start)
-	fmt.Fprintf(out, "Demo.Inc: %d calls from %d callers on one connection in %v (%.0f calls/s), counter = %d, failed = %d\n",
-		*calls, callers, el.Round(time.Millisecond), float64(*calls)/el.Seconds(), last.Load(), failed.Load())
-
-	rtt, err := c.Ping(ctx)
-	if err != nil {
-		return fmt.Errorf("ping: %w", err)
-	}
-	fmt.Fprintf(out, "ping: %v\n", rtt)
-
-	c.Close()
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return err
-	}
-	if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
-		return err
-	}
-	if failed.Load() > 0 || last.Load() != int64(*calls) {
-		return fmt.Errorf("counter ended at %d after %d calls (%d failed)", last.Load(), *calls, failed.Load())
-	}
-	if a, err := transport.ParseAddr(*addr); err == nil && a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
-		if _, err := os.Lstat(a.Address); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("socket file %s still exists after shutdown (%v)", a.Address, err)
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
 		}
-		fmt.Fprintln(out, "server shut down; socket removed")
-	} else {
-		fmt.Fprintln(out, "server shut down")
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func printHelp(w io.Writer, fs *flag.FlagSet, h help) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", h.usage, strings.TrimSpace(h.text))
+	var flags strings.Builder
+	fs.SetOutput(&flags)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	if flags.Len() > 0 {
+		fmt.Fprintf(w, "\nflags (-flag and --flag both work):\n%s", flags.String())
+	}
+	fmt.Fprintf(w, "\nexamples:\n%s\n", strings.TrimRight(h.examples, "\n"))
+}
+
+// wantArgs checks the number of positional arguments.
+// parseArgs parses a command's flags and checks that between lo and hi
+// positional arguments remain, which it returns.
+func parseArgs(e *env, fs *flag.FlagSet, h help, args []string, lo, hi int) ([]string, error) {
+	pos, err := parseFlags(e, fs, h, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := wantArgs(fs, h, pos, lo, hi); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+func wantArgs(fs *flag.FlagSet, h help, pos []string, lo, hi int) error {
+	switch {
+	case len(pos) < lo:
+		return &usageError{cmd: fs.Name(), msg: "missing arguments\nusage: " + h.usage}
+	case len(pos) > hi:
+		return &usageError{cmd: fs.Name(), msg: fmt.Sprintf("unexpected argument %q\nusage: %s", pos[hi], h.usage)}
 	}
 	return nil
 }

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
+)
+
+var callHelp = help{
+	usage: "warren call [-timeout D] ADDR METHOD [JSON]",
+	text: `
+Call METHOD on the server at ADDR with the JSON request (default {}; "-"
+reads it from stdin) and print the reply as JSON on stdout. For a method
+that streams replies (see 'warren list'), print one JSON value per line
+until the stream ends or Ctrl-C. For a method that takes a stream of
+requests, send JSON if given, and otherwise the sequence of JSON values
+read from stdin.
+
+A failed call prints "error: CODE: message" on stderr (CODE as the Connect
+protocol names it, such as not_found) and exits 1.`,
+	examples: `  warren call default Counter.Set '{"name":"a","value":1}'
+  warren call default Counter.Inc '{"name":"a","by":5}'
+  warren call unix:///run/app.sock Counter.Watch '{"name":"a"}'
+  echo '{"name":"a"}' | warren call default Counter.Get -`,
+}
+
+var listHelp = help{
+	usage: "warren list [--json] [-timeout D] ADDR",
+	text: `
+List the methods of the server at ADDR (from its Warren.Methods), with
+their kind and the shapes of their request and reply messages.`,
+	examples: `  warren list default
+  warren list --json unix:///run/app.sock`,
+}
+
+var pingHelp = help{
+	usage: "warren ping [-n N] [-timeout D] ADDR",
+	text: `
+Send N pings to the server at ADDR, one after another on one connection,
+and print the round-trip times: min, p50, p99 and max.`,
+	examples: `  warren ping default
+  warren ping -n 1000 unix:///run/app.sock`,
+}
+
+// interruptContext returns a context canceled by SIGINT or SIGTERM.
+func interruptContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// dial resolves a client's ADDR and returns a client for it.
+func dial(arg string) (*rpc.Client, error) {
+	addr, cfg, err := clientAddr(arg)
+	if err != nil {
+		return nil, explain(arg, err)
+	}
+	c, err := rpc.Dial(addr, &rpc.ClientOptions{Dial: cfg})
+	if err != nil {
+		return nil, explain(arg, err)
+	}
+	return c, nil
+}
+
+// methods fetches the server's method list.
+func methods(ctx context.Context, c *rpc.Client, timeout time.Duration) (*rpc.MethodList, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return rpc.Call[rpc.Empty, rpc.MethodList](ctx, c, rpc.IntrospectionMethod, &rpc.Empty{})
+}
+
+func cmdCall(e *env, args []string) error {
+	fset := newFlagSet("call")
+	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
+	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
+	if err != nil {
+		return err
+	}
+	addrArg, method := pos[0], pos[1]
+	var req json.RawMessage
+	fromStdin := len(pos) == 3 && pos[2] == "-"
+	if len(pos) == 3 && !fromStdin {
+		req = json.RawMessage(pos[2])
+		if !json.Valid(req) {
+			return &callError{status.InvalidArgument, fmt.Sprintf("the request %q is not valid JSON; quote it for the shell, as in '{\"name\":\"a\"}'", pos[2])}
+		}
+	}
+
+	ctx, stop := interruptContext()
+	defer stop()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	c, err := dial(addrArg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	kind := rpc.KindUnary.String()
+	list, err := methods(ctx, c, 10*time.Second)
+	switch {
+	case err == nil:
+		if i := slices.IndexFunc(list.Methods, func(m rpc.MethodInfo) bool { return m.Name == method }); i >= 0 {
+			kind = list.Methods[i].Kind
+		}
+	case refusedConn(err) || ctx.Err() != nil:
+		return interrupted(ctx, explain(addrArg, err))
+	default:
+		// No introspection (or not for us): assume a unary method.
+	}
+
+	streamIn := kind == rpc.KindClientStream.String() || kind == rpc.KindBidiStream.String()
+	if req == nil && !streamIn {
+		if fromStdin {
+			if req, err = readOneJSON(e.stdin); err != nil {
+				return &callError{status.InvalidArgument, "reading the request from stdin: " + err.Error()}
+			}
+		} else {
+			req = json.RawMessage("{}")
+		}
+	}
+
+	out := &jsonLines{w: e.stdout}
+	switch {
+	case kind == rpc.KindUnary.String():
+		var resp json.RawMessage
+		if err := c.Invoke(ctx, method, &req, &resp, rpc.WithCodec(codec.JSON)); err != nil {
+			return interrupted(ctx, explain(addrArg, err))
+		}
+		return out.write(resp)
+	case kind == rpc.KindServerStream.String(), streamIn:
+		return callStream(ctx, e, c, addrArg, method, req, out)
+	}
+	return &callError{status.Unimplemented, fmt.Sprintf("%s is a %s method, which this command cannot call", method, kind)}
+}
+
+// interrupted returns a quiet exit (status 130, as a shell reports SIGINT)
+// after Ctrl-C, and err otherwise. ctx is canceled only by a signal.
+func interrupted(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return exitStatus(130)
+	}
+	return err
+}
+
+// callStream runs a streaming call, printing each reply on its own line.
+// Without req, the requests are read from stdin.
+func callStream(ctx context.Context, e *env, c *rpc.Client, addrArg, method string, req json.RawMessage, out *jsonLines) error {
+	cs, err := rpc.NewStream[json.RawMessage, json.RawMessage](ctx, c, method, rpc.WithCodec(codec.JSON))
+	if err != nil {
+		return interrupted(ctx, explain(addrArg, err))
+	}
+	defer cs.Close()
+	// The sender: the one request, or those read from stdin. Bad input
+	// on stdin abandons the call; that, not the cancellation, is the
+	// error to report. A sender still reading stdin when the call ends is
+	// left to the process's exit.
+	// (A failed send needs no report of its own: Recv returns the call's
+	// outcome.)
+	var badInput atomic.Pointer[callError]
+	if req != nil {
+		if err := cs.Send(&req); err == nil {
+			cs.CloseSend()
+		}
+	} else {
+		go func() {
+			var ce *callError
+			if err := sendFromStdin(e.stdin, cs); errors.As(err, &ce) {
+				badInput.Store(ce)
+				cs.Close()
+			}
+		}()
+	}
+	for {
+		resp, err := cs.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if ce := badInput.Load(); ce != nil {
+				return ce
+			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil // Ctrl-C: the normal end of a watch
+			}
+			return explain(addrArg, err)
+		}
+		if err := out.write(*resp); err != nil {
+			cs.Close()
+			return err
+		}
+	}
+}
+
+// sendFromStdin sends each JSON value read from r, then closes the send
+// side.
+func sendFromStdin(r io.Reader, cs *rpc.ClientStream[json.RawMessage, json.RawMessage]) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m json.RawMessage
+		err := dec.Decode(&m)
+		if err == io.EOF {
+			return cs.CloseSend()
+		}
+		if err != nil {
+			return &callError{status.InvalidArgument, "reading requests from stdin: " + err.Error()}
+		}
+		if err := cs.Send(&m); err != nil {
+			return err
+		}
+	}
+}
+
+func readOneJSON(r io.Reader) (json.RawMessage, error) {
+	dec := json.NewDecoder(r)
+	var m json.RawMessage
+	if err := dec.Decode(&m); err != nil {
+		if err == io.EOF {
+			return nil, errors.New("no JSON value")
+		}
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return m, nil
+}
+
+// jsonLines writes JSON values compactly, one a line.
+type jsonLines struct {
+	w   io.Writer
+	buf bytes.Buffer
+}
+
+func (j *jsonLines) write(v json.RawMessage) error {
+	j.buf.Reset()
+	if err := json.Compact(&j.buf, v); err != nil {
+		j.buf.Reset()
+		j.buf.Write(v)
+	}
+	j.buf.WriteByte('\n')
+	_, err := j.w.Write(j.buf.Bytes())
+	return err
+}
+
+func cmdList(e *env, args []string) error {
+	fset := newFlagSet("list")
+	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
+	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
+	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptContext()
+	defer stop()
+	c, err := dial(pos[0])
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := methods(ctx, c, *timeout)
+	if err != nil {
+		return interrupted(ctx, explain(pos[0], err))
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "METHOD\tKIND\tREQUEST\tREPLY")
+	for _, m := range list.Methods {
+		req, reply := formatShape(m.Request), formatShape(m.Reply)
+		switch m.Kind {
+		case rpc.KindServerStream.String():
+			reply = "stream " + reply
+		case rpc.KindClientStream.String():
+			req = "stream " + req
+		case rpc.KindBidiStream.String():
+			req, reply = "stream "+req, "stream "+reply
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Kind, req, reply)
+	}
+	return tw.Flush()
+}
+
+// formatShape writes a message shape the way one would write its JSON:
+// {name: string, by: integer}. A named Go type is spelled out once; where
+// it appears again (as in a recursive type) its Go name stands for it.
+func formatShape(s *rpc.Shape) string {
+	var b strings.Builder
+	writeShape(&b, s, map[string]bool{})
+	return b.String()
+}
+
+func writeShape(b *strings.Builder, s *rpc.Shape, seen map[string]bool) {
+	named := s != nil && s.Type == "object" && s.Elem == nil && s.Go != "" && !strings.ContainsAny(s.Go, "{ ")
+	switch {
+	case s == nil:
+		b.WriteString("?")
+	case s.Proto != "":
+		b.WriteString(s.Proto)
+	case named && seen[s.Go]:
+		b.WriteString(s.Go)
+	case s.Type == "object" && s.Elem != nil:
+		b.WriteString("{string: ")
+		writeShape(b, s.Elem, seen)
+		b.WriteString("}")
+	case s.Type == "object":
+		if named {
+			seen[s.Go] = true
+		}
+		b.WriteString("{")
+		for i, f := range s.Fields {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(f.Name)
+			b.WriteString(": ")
+			writeShape(b, f.Shape, seen)
+		}
+		b.WriteString("}")
+	case s.Type == "array":
+		b.WriteString("[")
+		writeShape(b, s.Elem, seen)
+		b.WriteString("]")
+	default:
+		b.WriteString(s.Type)
+	}
+}
+
+func cmdPing(e *env, args []string) error {
+	fset := newFlagSet("ping")
+	n := fset.Int("n", 10, "number of pings")
+	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
+	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *n < 1 {
+		return &usageError{cmd: "ping", msg: "-n must be at least 1"}
+	}
+	ctx, stop := interruptContext()
+	defer stop()
+	c, err := dial(pos[0])
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// A ping is answered even on a connection the server is refusing (it
+	// sends GOAWAY and closes it a moment later): make a call first to
+	// learn whether the server lets us in.
+	if _, err := methods(ctx, c, *timeout); err != nil && refusedConn(err) {
+		return interrupted(ctx, explain(pos[0], err))
+	}
+	rtts := make([]time.Duration, 0, *n)
+	for range *n {
+		pctx, cancel := context.WithTimeout(ctx, *timeout)
+		rtt, err := c.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil && len(rtts) > 0 {
+				break // Ctrl-C: report what we have
+			}
+			return interrupted(ctx, explain(pos[0], err))
+		}
+		rtts = append(rtts, rtt)
+	}
+	slices.Sort(rtts)
+	fmt.Fprintf(e.stdout, "%d pings to %s: min %s  p50 %s  p99 %s  max %s\n", len(rtts), pos[0],
+		fmtDur(rtts[0]), fmtDur(quantile(rtts, 0.50)), fmtDur(quantile(rtts, 0.99)), fmtDur(rtts[len(rtts)-1]))
+	return nil
+}
+
+// quantile returns the q-quantile of sorted durations (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// fmtDur formats a duration with three significant digits or so.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 10*time.Microsecond:
+		return d.Round(10 * time.Nanosecond).String()
+	case d < time.Millisecond:
+		return d.Round(100 * time.Nanosecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}

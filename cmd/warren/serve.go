@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/transport"
+)
+
+var serveHelp = help{
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...",
+	text: `
+Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
+'warren list') over warren RPC and, on the same address, HTTP in the Connect
+protocol (POST /Counter.Inc with a JSON body).
+
+serve prints "listening on ADDR" once it accepts connections. Without
+--addr it listens on the per-user default address, which 'warren call',
+'list' and 'ping' accept as "default": $XDG_RUNTIME_DIR/warren/warren.sock,
+or warren-UID/warren.sock in the temporary directory (created with mode 0700).
+
+Only processes of the user running serve may call it; --allow-uid and
+--allow-gid (repeatable, or comma-separated) let others in as well, and
+--mode must then let them open the socket file. A refused client gets a
+permission-denied error naming the reason.
+
+SIGINT or SIGTERM shuts down gracefully: calls in flight finish, watches end
+with "unavailable: server is shutting down", the socket file is removed and
+serve exits 0. A second signal stops at once.`,
+	examples: `  warren serve
+  warren serve --addr unix:///run/counter/counter.sock --mode 0660 --allow-gid 100
+  warren serve --addr tcp://127.0.0.1:7000`,
+}
+
+// idList is a repeatable flag of numeric ids.
+type idList struct {
+	what string // "uid" or "gid"
+	ids  []int
+}
+
+func (l *idList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(l.ids))
+	for i, id := range l.ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *idList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.ParseUint(f, 10, 31)
+		if err != nil {
+			return fmt.Errorf("%q is not a %s: give a number such as 1000 (see `id -u` and `id -g`)", f, l.what)
+		}
+		l.ids = append(l.ids, int(n))
+	}
+	return nil
+}
+
+// parseMode parses an octal permission mode: 0600, 600 or 0o600.
+func parseMode(s string) (fs.FileMode, error) {
+	t := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
+	n, err := strconv.ParseUint(t, 8, 32)
+	if err != nil || n&^0o777 != 0 || n == 0 {
+		return 0, fmt.Errorf("invalid --mode %q: give octal permission bits such as 0600 or 0660", s)
+	}
+	return fs.FileMode(n), nil
+}
+
+func cmdServe(e *env, args []string) error {
+	fset := newFlagSet("serve")
+	addrFlag := fset.String("addr", defaultKeyword, "address to listen on: unix:///path, unix:rel/path, unix:@name, tcp://host:port, or default")
+	modeFlag := fset.String("mode", "0600", "permission bits of the socket file (octal)")
+	uids := &idList{what: "uid"}
+	gids := &idList{what: "gid"}
+	fset.Var(uids, "allow-uid", "also allow callers with this uid (repeatable)")
+	fset.Var(gids, "allow-gid", "also allow callers with this primary gid (repeatable)")
+	grace := fset.Duration("grace", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
+	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
+	if err != nil {
+		return err
+	}
+	mode, err := parseMode(*modeFlag)
+	if err != nil {
+		return &usageError{cmd: "serve", msg: err.Error()}
+	}
+	addr := *addrFlag
+	if addr == defaultKeyword {
+		if _, err := prepareDefaultDir(); err != nil {
+			return err
+		}
+		if addr, err = defaultAddr(); err != nil {
+			return err
+		}
+	}
+	a, err := transport.ParseAddr(addr)
+	if err != nil {
+		return &usageError{cmd: "serve", msg: trimWarren(err.Error())}
+	}
+	var policy peer.Policy
+	var policyText string
+	switch a.Scheme {
+	case transport.SchemeUnix:
+		pols := []peer.Policy{peer.SameUser()}
+		words := []string{fmt.Sprintf("uid %d (you)", os.Geteuid())}
+		if len(uids.ids) > 0 {
+			pols = append(pols, peer.AllowUIDs(uids.ids...))
+			words = append(words, "uid "+uids.String())
+		}
+		if len(gids.ids) > 0 {
+			pols = append(pols, peer.AllowGIDs(gids.ids...))
+			words = append(words, "gid "+gids.String())
+		}
+		policy = peer.AnyOf(pols...)
+		policyText = "callers allowed: " + strings.Join(words, ", or ")
+	case transport.SchemeTCP:
+		if len(uids.ids) > 0 || len(gids.ids) > 0 {
+			return &usageError{cmd: "serve", msg: "--allow-uid and --allow-gid need a unix socket address: TCP peers have no kernel credentials"}
+		}
+		policyText = "WARNING: tcp has no authentication: anyone who can reach the port can call; prefer a unix socket"
+	default:
+		return &usageError{cmd: "serve", msg: fmt.Sprintf("serve has no TLS certificate flags: use a unix:// or tcp:// address, not %s", addr)}
+	}
+
+	// The server's rpc policy, not the listener's, decides who may call:
+	// a listener refuses a peer by closing the connection without a word,
+	// while the rpc server tells it why (PermissionDenied).
+	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll()})
+	if err != nil {
+		return listenError(a, err)
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger})
+	store := counter.New()
+	store.Register(srv)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+
+	ep := l.Endpoint().String()
+	fmt.Fprintf(e.stdout, "listening on %s\n", ep)
+	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+		fmt.Fprintf(e.stderr, "warren serve: socket mode %#o; %s\n", mode, policyText)
+	} else {
+		fmt.Fprintf(e.stderr, "warren serve: %s\n", policyText)
+	}
+	shown := ep
+	if *addrFlag == defaultKeyword {
+		shown = defaultKeyword
+	}
+	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", shown)
+	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+		fmt.Fprintf(e.stderr, "warren serve: or   curl --unix-socket %s http://warren/Counter.Inc -H 'Content-Type: application/json' -d '{\"name\":\"a\"}'\n", a.Address)
+	}
+	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")
+
+	select {
+	case err := <-served:
+		// Serve failed on its own (an accept error).
+		srv.Close()
+		return fmt.Errorf("serving %s: %w", ep, err)
+	case sig := <-sigs:
+		fmt.Fprintf(e.stderr, "warren serve: %v: shutting down gracefully (send it again to stop at once)\n", sig)
+	}
+	store.Shutdown() // end watches, which would otherwise hold up Shutdown
+	ctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx) }()
+	var shutErr error
+	select {
+	case shutErr = <-shut:
+	case sig := <-sigs:
+		fmt.Fprintf(e.stderr, "warren serve: %v: stopping at once\n", sig)
+		srv.Close()
+		shutErr = <-shut
+	}
+	if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
+		return fmt.Errorf("serving %s: %w", ep, err)
+	}
+	if shutErr != nil {
+		fmt.Fprintf(e.stderr, "warren serve: calls still in flight after %v were cut off\n", *grace)
+		return exitStatus(exitError)
+	}
+	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+		fmt.Fprintf(e.stderr, "warren serve: stopped; removed %s\n", a.Address)
+	} else {
+		fmt.Fprintln(e.stderr, "warren serve: stopped")
+	}
+	return nil
+}
+
+// listenError says what to do about a failed Listen.
+func listenError(a transport.Addr, err error) error {
+	path := a.Address
+	switch {
+	case errors.Is(err, transport.ErrAddrInUse):
+		return fmt.Errorf("%s is in use by a running server: stop that server first, or choose another --addr", a)
+	case errors.Is(err, transport.ErrNotSocket):
+		return fmt.Errorf("%s exists and is not a socket, so it was left alone: remove it yourself if it is not needed, or choose another --addr", path)
+	case errors.Is(err, syscall.ENOENT) && a.Scheme == transport.SchemeUnix:
+		return fmt.Errorf("cannot create the socket %s: directory %s does not exist: create it first, or choose another --addr", path, filepath.Dir(path))
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("cannot listen on %s: permission denied (%s): choose a directory you can write to, or --addr default", a, trimWarren(err.Error()))
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s is in use: stop whatever listens there, or choose another --addr", a)
+	}
+	return err
+}

@@ -1,0 +1,263 @@
+// Package counter is warren's demonstration service: a store of named
+// integer counters that can be set, read, incremented, listed and watched.
+// It is what `warren serve` serves and what `warren demo` drives, over
+// warren RPC and over HTTP on the same socket.
+//
+// Methods (JSON field names in braces):
+//
+//	Counter.Set   {"name","value"} -> {"name","value"}
+//	Counter.Get   {"name"}         -> {"name","value"}   NotFound if unknown
+//	Counter.Inc   {"name","by"}    -> {"name","value"}   by defaults to 1; NotFound if unknown
+//	Counter.List  {}               -> {"counters":[{"name","value"},...]} sorted by name
+//	Counter.Watch {"name"}         => {"name","value"}   a server stream: the current value, then every change
+//
+// A missing name is InvalidArgument; an increment past the range of int64 is
+// OutOfRange. Every method is safe for any number of concurrent callers.
+//
+// A watch never ends by itself: before rpc.Server.Shutdown, whose wait for
+// the calls in progress would otherwise last until its deadline, call
+// Store.Shutdown, which ends every watch with Unavailable.
+package counter
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
+)
+
+// SetRequest sets a counter, creating it if needed.
+type SetRequest struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// GetRequest names a counter.
+type GetRequest struct {
+	Name string `json:"name"`
+}
+
+// IncRequest adds By (1 when omitted) to an existing counter.
+type IncRequest struct {
+	Name string `json:"name"`
+	By   *int64 `json:"by,omitempty"`
+}
+
+// ListRequest takes no fields.
+type ListRequest struct{}
+
+// WatchRequest names the counter to watch. The counter need not exist yet:
+// the stream starts when it is first set.
+type WatchRequest struct {
+	Name string `json:"name"`
+}
+
+// Counter is a counter's name and value: the reply of Set, Get and Inc and
+// each message of Watch.
+type Counter struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// ListReply holds every counter, sorted by name.
+type ListReply struct {
+	Counters []Counter `json:"counters"`
+}
+
+// maxWatchBacklog bounds the changes queued for one slow watcher; past it
+// the watcher skips to the latest value (a watcher sees every change it can
+// keep up with, and always the latest value).
+const maxWatchBacklog = 64
+
+// Store holds the counters. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	values   map[string]int64
+	watchers map[string]map[*watcher]struct{}
+	done     chan struct{} // closed by Shutdown
+	shutOnce sync.Once
+}
+
+type watcher struct {
+	ch chan int64
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		values:   map[string]int64{},
+		watchers: map[string]map[*watcher]struct{}{},
+		done:     make(chan struct{}),
+	}
+}
+
+// errShutdown ends the watches of a store that is shutting down.
+var errShutdown = status.New(status.Unavailable, "server is shutting down")
+
+// Shutdown ends every Watch in progress, and every later one at once, with
+// Unavailable ("server is shutting down"). Set, Get, Inc and List keep
+// working. Call it before rpc.Server.Shutdown so that watches do not hold
+// up the graceful shutdown. It is idempotent.
+func (s *Store) Shutdown() {
+	s.shutOnce.Do(func() { close(s.done) })
+}
+
+// Register registers the Counter methods on srv.
+func (s *Store) Register(srv *rpc.Server) {
+	rpc.Handle(srv, "Counter.Set", func(ctx context.Context, req *SetRequest) (*Counter, error) {
+		if req.Name == "" {
+			return nil, errNoName
+		}
+		return s.Set(req.Name, req.Value), nil
+	})
+	rpc.Handle(srv, "Counter.Get", func(ctx context.Context, req *GetRequest) (*Counter, error) {
+		if req.Name == "" {
+			return nil, errNoName
+		}
+		return s.Get(req.Name)
+	})
+	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*Counter, error) {
+		if req.Name == "" {
+			return nil, errNoName
+		}
+		by := int64(1)
+		if req.By != nil {
+			by = *req.By
+		}
+		return s.Inc(req.Name, by)
+	})
+	rpc.Handle(srv, "Counter.List", func(ctx context.Context, req *ListRequest) (*ListReply, error) {
+		return &ListReply{Counters: s.List()}, nil
+	})
+	rpc.HandleServerStream(srv, "Counter.Watch", func(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Counter]) error {
+		if req.Name == "" {
+			return errNoName
+		}
+		return s.Watch(ctx, req.Name, func(c Counter) error { return st.Send(&c) })
+	})
+}
+
+var errNoName = status.New(status.InvalidArgument, `missing "name"`)
+
+func notFound(name string) error {
+	return status.Errorf(status.NotFound, "no counter named %q (create it with Counter.Set)", name)
+}
+
+// Set sets name to value and returns the counter.
+func (s *Store) Set(name string, value int64) *Counter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values[name] = value
+	s.notifyLocked(name, value)
+	return &Counter{Name: name, Value: value}
+}
+
+// Get returns the counter, or a NotFound error.
+func (s *Store) Get(name string) (*Counter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[name]
+	if !ok {
+		return nil, notFound(name)
+	}
+	return &Counter{Name: name, Value: v}, nil
+}
+
+// Inc adds by to an existing counter and returns it, or a NotFound error.
+func (s *Store) Inc(name string, by int64) (*Counter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[name]
+	if !ok {
+		return nil, notFound(name)
+	}
+	if by > 0 && v > math.MaxInt64-by || by < 0 && v < math.MinInt64-by {
+		return nil, status.Errorf(status.OutOfRange, "counter %q is %d: adding %d would overflow an int64", name, v, by)
+	}
+	v += by
+	s.values[name] = v
+	s.notifyLocked(name, v)
+	return &Counter{Name: name, Value: v}, nil
+}
+
+// List returns every counter sorted by name.
+func (s *Store) List() []Counter {
+	s.mu.Lock()
+	out := make([]Counter, 0, len(s.values))
+	for k, v := range s.values {
+		out = append(out, Counter{Name: k, Value: v})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Counter) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Watch calls send with the counter's current value (if it exists) and then
+// with each new value, until ctx ends (it then returns ctx's error), send
+// fails (it returns that error) or the store shuts down (it returns an
+// Unavailable error).
+func (s *Store) Watch(ctx context.Context, name string, send func(Counter) error) error {
+	select {
+	case <-s.done:
+		return errShutdown
+	default:
+	}
+	w := &watcher{ch: make(chan int64, maxWatchBacklog)}
+	s.mu.Lock()
+	cur, exists := s.values[name]
+	set := s.watchers[name]
+	if set == nil {
+		set = map[*watcher]struct{}{}
+		s.watchers[name] = set
+	}
+	set[w] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(set, w)
+		if len(set) == 0 {
+			delete(s.watchers, name) // set is s.watchers[name]: sets are removed only when empty
+		}
+		s.mu.Unlock()
+	}()
+	if exists {
+		if err := send(Counter{Name: name, Value: cur}); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errShutdown
+		case v := <-w.ch:
+			if err := send(Counter{Name: name, Value: v}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// notifyLocked queues v for every watcher of name. A watcher whose queue
+// is full loses its oldest queued value, never the latest.
+func (s *Store) notifyLocked(name string, v int64) {
+	for w := range s.watchers[name] {
+		for {
+			select {
+			case w.ch <- v:
+			default:
+				select {
+				case <-w.ch: // drop the oldest and retry
+				default:
+				}
+				continue
+			}
+			break
+		}
+	}
+}
