@@ -1,0 +1,170 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/warrenipc/warren/bench/report"
+	"github.com/warrenipc/warren/bench/systems"
+)
+
+// Scenario is one comparison. Adding one is adding a function that lists
+// its cases, and an entry in Scenarios (for example the idle-connection
+// memory scenario "idle": a case per system whose Run opens many idle
+// connections, reads the server's memory, and whose Summarize fills the
+// row).
+type Scenario struct {
+	Name  string
+	Doc   string // one line printed above the scenario's table
+	Cases func(e *Env) []Case
+}
+
+// Case is one configuration measured Reps times. The runner interleaves
+// repetitions across a scenario's cases, so that drift in the machine's
+// load hits every system alike.
+type Case struct {
+	// Row is the description of the result (system, scenario, transport,
+	// payload, callers...); the runner fills in the measurements.
+	Row report.Row
+	// Run warms up and measures once.
+	Run func(ctx context.Context) (Sample, error)
+	// Summarize, if set, replaces the default summary of the samples into
+	// the row (which fills calls/s, latencies, GB/s and allocations from
+	// what the samples hold).
+	Summarize func(row *report.Row, samples []Sample)
+}
+
+// Scenarios lists the scenarios in the order they run and print.
+var Scenarios = []Scenario{
+	{"unary", "Unary echo calls over a unix socket, concurrent callers sharing one connection (drpc: one connection per caller); request and reply of the payload size.", unaryCases},
+	{"seqrtt", "Sequential round trip: one caller, 128-byte echo over a unix socket, one call at a time; raw is a bare socket ping-pong of the same bytes.", seqrttCases},
+	{"rawlat", "Bare Go sockets, the floor: ping-pong latency of 128 bytes, unix socket against TCP loopback.", rawlatCases},
+	{"rawtput", "Bare Go sockets, the floor: one-way throughput in writes of the payload size, unix socket against TCP loopback.", rawtputCases},
+	{"stream", "One bidirectional stream echoing 1 MiB messages over a unix socket (at most 8 in flight), GB/s of messages echoed (each counted once), allocations per message; raw is a bare socket echoing the same bytes.", streamCases},
+}
+
+// Params are the sizes of a run; Quick and Full are the two presets.
+type Params struct {
+	UnaryPayloads []int
+	UnaryCallers  int
+	UnaryCalls    int
+	SeqCalls      int   // seqrtt and rawlat calls
+	TputWrites    []int // rawtput write sizes
+	TputBytes     int64 // rawtput bytes per repetition
+	StreamMsgs    int   // stream messages per repetition
+	Reps          int
+}
+
+var (
+	Full = Params{
+		UnaryPayloads: []int{1024, 10240, 102400, 1024000},
+		UnaryCallers:  16,
+		UnaryCalls:    10000,
+		SeqCalls:      10000,
+		TputWrites:    []int{64 << 10, 512 << 10, 16 << 20},
+		TputBytes:     1 << 30,
+		StreamMsgs:    1000,
+		Reps:          3,
+	}
+	// Quick proves the harness in well under two minutes on two cores:
+	// every scenario and system, fewer calls and payloads, two repetitions.
+	Quick = Params{
+		UnaryPayloads: []int{1024, 102400},
+		UnaryCallers:  16,
+		UnaryCalls:    2000,
+		SeqCalls:      2000,
+		TputWrites:    []int{64 << 10, 512 << 10, 16 << 20},
+		TputBytes:     128 << 20,
+		StreamMsgs:    64,
+		Reps:          2,
+	}
+)
+
+// callCase is a case that runs unary (echo calls) for sys.
+func (e *Env) callCase(scenario string, sys systems.System, network string, size, callers, calls int) Case {
+	row := e.row(scenario, sys.Name(), network)
+	row.PayloadBytes, row.Concurrency, row.Calls, row.Conns = size, callers, calls, 1
+	if sys.OneCallPerConn() {
+		row.Conns = callers
+		if callers > 1 {
+			row.Note = fmt.Sprintf("one call at a time per connection: %d connections", callers)
+		}
+	}
+	return Case{Row: row, Run: func(ctx context.Context) (Sample, error) {
+		srv, err := e.servers.get(ctx, sys)
+		if err != nil {
+			return Sample{}, err
+		}
+		return unary(ctx, sys, srv, network, size, callers, calls)
+	}}
+}
+
+func unaryCases(e *Env) []Case {
+	var cs []Case
+	for _, size := range e.P.UnaryPayloads {
+		for _, sys := range e.Systems {
+			if sys.Name() != "raw" {
+				cs = append(cs, e.callCase("unary", sys, "unix", size, e.P.UnaryCallers, e.P.UnaryCalls))
+			}
+		}
+	}
+	return cs
+}
+
+func seqrttCases(e *Env) []Case {
+	var cs []Case
+	for _, sys := range e.Systems {
+		cs = append(cs, e.callCase("seqrtt", sys, "unix", 128, 1, e.P.SeqCalls))
+	}
+	return cs
+}
+
+func rawlatCases(e *Env) []Case {
+	if !e.has("raw") {
+		return nil
+	}
+	return []Case{
+		e.callCase("rawlat", systems.Raw{}, "unix", 128, 1, e.P.SeqCalls),
+		e.callCase("rawlat", systems.Raw{}, "tcp", 128, 1, e.P.SeqCalls),
+	}
+}
+
+func rawtputCases(e *Env) []Case {
+	if !e.has("raw") {
+		return nil
+	}
+	var cs []Case
+	for _, size := range e.P.TputWrites {
+		for _, network := range []string{"unix", "tcp"} {
+			row := e.row("rawtput", "raw", network)
+			row.PayloadBytes = size
+			cs = append(cs, Case{Row: row, Run: func(ctx context.Context) (Sample, error) {
+				srv, err := e.servers.get(ctx, systems.Raw{})
+				if err != nil {
+					return Sample{}, err
+				}
+				return sink(ctx, srv, network, size, e.P.TputBytes)
+			}})
+		}
+	}
+	return cs
+}
+
+func streamCases(e *Env) []Case {
+	var cs []Case
+	for _, sys := range e.Systems {
+		if sys.Name() == "netrpc" { // net/rpc has no streams
+			continue
+		}
+		row := e.row("stream", sys.Name(), "unix")
+		row.PayloadBytes, row.Calls = 1<<20, e.P.StreamMsgs
+		cs = append(cs, Case{Row: row, Run: func(ctx context.Context) (Sample, error) {
+			srv, err := e.servers.get(ctx, sys)
+			if err != nil {
+				return Sample{}, err
+			}
+			return stream(ctx, sys, srv, "unix", 1<<20, e.P.StreamMsgs)
+		}})
+	}
+	return cs
+}

@@ -1,0 +1,135 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/transport"
+)
+
+// Warren is warren's rpc package with the raw-bytes codec, as documented
+// for byte payloads: rpc.HandleRaw on the server, Invoke with a []byte
+// request and a *[]byte reply (whose capacity is reused) on the client. The
+// listener is transport.Listen's (socket file created 0600, peer
+// credentials read at accept), as users deploy it.
+type Warren struct{}
+
+func (Warren) Name() string         { return "warren" }
+func (Warren) OneCallPerConn() bool { return false }
+
+func warrenAddr(network, address string) string { return network + "://" + address }
+
+func (Warren) Serve(network, address string) (net.Addr, func(), error) {
+	l, err := transport.Listen(warrenAddr(network, address), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The call-rate limit (200,000 calls/s per peer by default) is turned
+	// off: the benchmark is one peer making as many calls as it can.
+	srv := rpc.NewServer(&rpc.ServerOptions{CallRate: -1})
+	rpc.HandleRaw(srv, "Bench.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	rpc.HandleBidiStream(srv, "Bench.Stream", func(ctx context.Context, st *rpc.Stream[[]byte, []byte]) error {
+		// RecvMsg into one reused buffer: warren's documented way to
+		// stream without allocating per message.
+		var m []byte
+		for {
+			err := st.RecvMsg(&m)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := st.Send(&m); err != nil {
+				return err
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(l) }()
+	return l.Addr(), func() { srv.Close(); <-done }, nil
+}
+
+func (Warren) Dial(ctx context.Context, network, address string) (Conn, error) {
+	c, err := rpc.Dial(warrenAddr(network, address), nil)
+	if err != nil {
+		return nil, err
+	}
+	// The client connects on first use; a ping connects now, so that a
+	// server that is not there fails here rather than in the first call.
+	if _, err := c.Ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return warrenConn{c}, nil
+}
+
+type warrenConn struct{ c *rpc.Client }
+
+func (w warrenConn) Caller() Caller { return &warrenCaller{c: w.c} }
+
+// warrenCaller passes pointers to its fields, as warren's own benchmarks
+// do: a []byte request would be boxed into the interface argument. The
+// reply is decoded into out's capacity.
+type warrenCaller struct {
+	c        *rpc.Client
+	req, out []byte
+}
+
+func (w *warrenCaller) Echo(ctx context.Context, req []byte) ([]byte, error) {
+	w.req = req
+	err := w.c.Invoke(ctx, "Bench.Echo", &w.req, &w.out)
+	return w.out, err
+}
+
+func (w warrenConn) Close() error { return w.c.Close() }
+
+func (w warrenConn) EchoStream(ctx context.Context) (Stream, error) {
+	cs, err := rpc.NewStream[[]byte, []byte](ctx, w.c, "Bench.Stream", rpc.WithCodec(codec.Raw))
+	if err != nil {
+		return nil, err
+	}
+	return &warrenStream{cs: cs}, nil
+}
+
+type warrenStream struct {
+	cs  *rpc.ClientStream[[]byte, []byte]
+	out []byte // the message being sent; a field, so Send does not allocate
+	in  []byte // reused by RecvMsg
+}
+
+func (s *warrenStream) Send(msg []byte) error {
+	s.out = msg
+	return s.cs.Send(&s.out)
+}
+
+func (s *warrenStream) Recv() ([]byte, error) {
+	if err := s.cs.RecvMsg(&s.in); err != nil {
+		return nil, err
+	}
+	return s.in, nil
+}
+
+func (s *warrenStream) Close() error {
+	defer s.cs.Close()
+	if err := s.cs.CloseSend(); err != nil {
+		return err
+	}
+	return drain(s.Recv)
+}
+
+// drain reads a stream to its end after CloseSend; io.EOF is the clean end.
+func drain(recv func() ([]byte, error)) error {
+	for {
+		if _, err := recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
