@@ -8,6 +8,7 @@ require (
 	github.com/containerd/ttrpc v1.2.10
 	github.com/warrenipc/warren v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	storj.io/drpc v1.0.0
@@ -20,7 +21,6 @@ require (
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/zeebo/errs v1.2.2 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect

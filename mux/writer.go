@@ -22,6 +22,8 @@ type writer struct {
 	err      error          // first write error; sticky
 	onErr    func(error)    // called once, without the lock, when a write fails
 	async    sync.WaitGroup // goroutines started by unlockAsync
+	fed      FedConn        // set in fed mode (fed.go): writes never block
+	fw       fedWriter      // fed mode state
 
 	iov  [2][]byte   // writeDirect's buffers; only the flusher touches them
 	bufs net.Buffers // a field, so that passing its address allocates nothing
@@ -46,6 +48,7 @@ func (w *writer) lock() ([]byte, error) {
 	for w.err == nil && w.flushing && len(w.buf) >= highWater {
 		w.cond.Wait()
 	}
+	w.takeBuf()
 	return w.buf, w.err
 }
 
@@ -54,6 +57,7 @@ func (w *writer) lock() ([]byte, error) {
 // itself blocked writing.
 func (w *writer) lockNoWait() ([]byte, error) {
 	w.mu.Lock()
+	w.takeBuf()
 	return w.buf, w.err
 }
 
@@ -78,6 +82,9 @@ func (w *writer) unlock(b []byte) error {
 // flushLocked writes the pending buffer, and whatever is appended meanwhile,
 // until none is left. w.mu is held on entry and released on return.
 func (w *writer) flushLocked() error {
+	if w.fed != nil {
+		return w.flushFedLocked()
+	}
 	w.flushing = true
 	for len(w.buf) > 0 && w.err == nil && (!w.corked || len(w.buf) >= highWater) {
 		out := w.buf
@@ -117,6 +124,9 @@ type buffersWriter interface {
 // Frames appended by others meanwhile are flushed after. It is for large
 // DATA payloads, for which the copy costs more than the wait.
 func (w *writer) writeDirect(hdr, payload []byte) error {
+	if w.fed != nil {
+		return w.appendFed(hdr, payload) // fed writes never block: copy
+	}
 	w.mu.Lock()
 	for w.err == nil && w.flushing {
 		w.cond.Wait()
@@ -179,6 +189,10 @@ func (w *writer) uncork() {
 // reader never blocks in conn.Write on a peer that is itself blocked writing
 // and not reading.
 func (w *writer) unlockAsync(b []byte) {
+	if w.fed != nil {
+		w.unlock(b) // fed writes never block
+		return
+	}
 	w.buf = b
 	if w.err != nil || w.flushing || w.corked && len(w.buf) < highWater || len(w.buf) == 0 {
 		w.mu.Unlock()

@@ -62,6 +62,23 @@ type ServerOptions struct {
 	NoInline bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
+	// EventLoop serves the connections of unix and tcp listeners from an
+	// epoll event loop (Linux): an idle connection then holds no goroutine
+	// and no buffer, only a record of about 100 bytes, and every call runs
+	// on a worker goroutine (as with NoInline). The API is unchanged. On
+	// other platforms, and for listeners the loop cannot serve (tls,
+	// WebSocket, listener types other than *transport.Listener,
+	// *net.UnixListener and *net.TCPListener), Serve falls back to a
+	// goroutine per connection. See ARCHITECTURE.md, "Event loop".
+	EventLoop bool
+	// ReadTimeout (event-loop mode) bounds how long a frame may take to
+	// arrive once its first byte has: a peer that sends part of a frame and
+	// stalls is disconnected. 0 means 30 s; negative means no limit.
+	ReadTimeout time.Duration
+	// IdleTimeout (event-loop mode) disconnects, after a GOAWAY, a
+	// connection that has had no call in progress and has sent nothing for
+	// this long. 0, the default, keeps idle connections open.
+	IdleTimeout time.Duration
 	// Logger receives handler panics and refused connections; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -123,6 +140,7 @@ type Server struct {
 	rejected   atomic.Uint64
 	panics     atomic.Uint64
 	wg         sync.WaitGroup // every goroutine the server started
+	ev         evServer       // event-loop mode (eventloop.go)
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
@@ -184,7 +202,7 @@ func (s *Server) register(h *handler) {
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
 	s.mu.Lock()
-	n := len(s.conns)
+	n := len(s.conns) + s.ev.light
 	s.mu.Unlock()
 	return ServerStats{
 		Conns: n, Calls: int(s.calls.Load()), CallsTotal: s.callsTotal.Load(),
@@ -215,6 +233,11 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, key)
 		s.mu.Unlock()
 	}()
+	if s.opts.EventLoop || testEventLoop {
+		if handled, err := s.serveEventLoop(l); handled {
+			return err
+		}
+	}
 	var backoff time.Duration
 	for {
 		conn, err := l.Accept()
@@ -381,7 +404,7 @@ func (s *Server) addConn(sc *serverConn) string {
 	switch {
 	case s.closing:
 		return "server is shutting down"
-	case len(s.conns) >= s.opts.MaxConns:
+	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
 		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
 	case sc.uid >= 0 && s.perUID[sc.uid] >= s.opts.MaxConnsPerUID:
 		return fmt.Sprintf("too many connections from uid %d (limit %d)", sc.uid, s.opts.MaxConnsPerUID)

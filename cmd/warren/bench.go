@@ -11,10 +11,12 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
+	"github.com/warrenipc/warren/internal/connbench"
 )
 
 var benchHelp = help{
-	usage: "warren bench [compare flags]",
+	usage: "warren bench [compare flags] | warren bench conns [--total N] ...",
 	text: `
 Run the comparison benchmarks: warren against gRPC-Go, ttrpc, drpc, net/rpc
 and raw sockets, in the bench module of the warren source tree (bench/, a
@@ -22,14 +24,24 @@ separate Go module). bench looks for the source tree from the working
 directory and from where this warren binary was built, and runs
 'go run ./cmd/compare' in its bench directory with the remaining arguments
 (use "--" before a flag meant for compare, such as -h). Without the source
-tree it says how to get it.`,
+tree it says how to get it.
+
+'warren bench conns' is the many-connections run: it holds --total idle
+connections (1,000,000 if memory allows) over shards of server and client
+processes of at most 19,000 connections each (the per-process open-file
+limit), makes one call on every connection per round, and reports memory
+per connection, connect rate and round time ('warren bench conns -h').`,
 	examples: `  warren bench
-  warren bench -- -h`,
+  warren bench -- -h
+  warren bench conns --total 100000`,
 }
 
 const benchModule = "github.com/warrenipc/warren/bench"
 
 func cmdBench(e *env, args []string) error {
+	if len(args) > 0 && connbench.IsCommand(args[0]) { // bench conns, and its children
+		return connbench.Main(args, e.stdout, e.stderr)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "-h", "-help", "--help":

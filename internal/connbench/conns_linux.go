@@ -1,0 +1,763 @@
+package connbench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func mainOS(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || !IsCommand(args[0]) {
+		return fmt.Errorf("connbench: unknown command %q (want %s)", strings.Join(args[:min(len(args), 1)], ""), cmdConns)
+	}
+	switch args[0] {
+	case cmdServer:
+		return childMain(serverMain, args[1:], stdout, stderr)
+	case cmdClient:
+		return childMain(clientMain, args[1:], stdout, stderr)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this program to run its children: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runConns(ctx, args[1:], stdout, stderr, defaultSys(exe, []string{"bench"}))
+}
+
+// childGrace is how long a child may take to finish its command once its
+// stdin has closed before it exits anyway.
+const childGrace = 15 * time.Second
+
+// childMain runs a child's main function with os.Stdin, and makes sure the
+// process ends soon after its stdin closes (the orchestrator is gone or
+// stopping) or it gets SIGTERM (its parent-death signal) or SIGINT, even if
+// a command is still running: the function sees the end of its input, and
+// has childGrace to return (a server closes its listener, which removes the
+// socket file).
+func childMain(fn func(args []string, stdin io.Reader, stdout, stderr io.Writer) error, args []string, stdout, stderr io.Writer) error {
+	r, w := io.Pipe()
+	end := sync.OnceFunc(func() {
+		w.Close()
+		time.AfterFunc(childGrace, func() {
+			fmt.Fprintln(stderr, "input closed: exiting")
+			os.Exit(3)
+		})
+	})
+	go func() {
+		io.Copy(w, os.Stdin)
+		end()
+	}()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		end()
+	}()
+	return fn(args, r, stdout, stderr)
+}
+
+// sysDeps is what the orchestrator takes from its environment, so that
+// tests can replace it.
+type sysDeps struct {
+	exe          string   // the program to run as children
+	prefix       []string // arguments before the child command
+	env          []string // added to the children's environment
+	memAvailable func() (uint64, error)
+	meminfo      func() (map[string]uint64, error)
+	noFile       func() (uint64, error) // raises RLIMIT_NOFILE, returns the soft limit
+}
+
+func defaultSys(exe string, prefix []string) sysDeps {
+	return sysDeps{
+		exe: exe, prefix: prefix,
+		memAvailable: memAvailable,
+		meminfo:      func() (map[string]uint64, error) { return readKB("/proc/meminfo") },
+		noFile:       raiseNoFile,
+	}
+}
+
+// config is the command line of `bench conns`.
+type config struct {
+	total     int
+	perShard  int
+	mode      string
+	steps     []int
+	rounds    int
+	margin    uint64
+	timeout   time.Duration
+	window    int
+	settle    time.Duration
+	ioTimeout time.Duration
+	dir       string
+}
+
+const usageText = `usage: warren bench conns [flags]
+
+Holds up to --total live warren connections over unix sockets and proves, in
+rounds, that every one of them works: each connection makes one unary call
+(Conns.Tick, raw codec) per round, the servers' counts must add up to the
+connections and every client checks every reply. The connections are spread
+over shards, each a server process (rpc.Server) on its own socket and a client
+process, of at most --per-shard connections (a process may hold only
+RLIMIT_NOFILE descriptors). The run steps up (1k, 10k, 100k, ... --total) and
+reports per step: connect rate, round time, server memory per connection
+(RSS after GC, over its RSS before listening), kernel memory per connection
+(/proc/meminfo) and client memory. Before each step it estimates the memory
+the step needs from the previous one and refuses to go on if MemAvailable
+would fall under --margin; a watchdog stops the run if it ever does.
+
+flags:
+`
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	cfg := config{}
+	fs := flag.NewFlagSet("bench conns", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&cfg.total, "total", 1_000_000, "connections to reach")
+	fs.IntVar(&cfg.perShard, "per-shard", 19_000, "most connections per server process (lowered to fit RLIMIT_NOFILE)")
+	fs.StringVar(&cfg.mode, "mode", modeEventLoop, "server mode: eventloop or goroutine")
+	steps := fs.String("steps", "", "comma-separated connection counts to step through (default 1000, 10000, ... up to --total)")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (one call per connection) per step")
+	margin := fs.String("margin", "2GiB", "smallest MemAvailable to leave to the rest of the machine")
+	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "bound on the whole run")
+	fs.IntVar(&cfg.window, "window", 1000, "calls or handshakes each client process has in flight at once")
+	fs.DurationVar(&cfg.settle, "settle", 11*time.Second, "wait before measuring memory after the rounds (idle sessions hibernate after 250ms, idle rpc workers exit after 10s)")
+	fs.DurationVar(&cfg.ioTimeout, "io-timeout", time.Minute, "bound on each client read or write")
+	fs.StringVar(&cfg.dir, "dir", "", "where to make the socket directory (default: the system's temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if cfg.margin, err = parseSize(*margin); err != nil {
+		return cfg, fmt.Errorf("--margin: %w", err)
+	}
+	switch {
+	case cfg.total < 1:
+		return cfg, errors.New("--total must be at least 1")
+	case cfg.perShard < 1:
+		return cfg, errors.New("--per-shard must be at least 1")
+	case cfg.mode != modeEventLoop && cfg.mode != modeGoroutine:
+		return cfg, fmt.Errorf("--mode %q: want eventloop or goroutine", cfg.mode)
+	case cfg.rounds < 1:
+		return cfg, errors.New("--rounds must be at least 1")
+	case cfg.window < 1:
+		return cfg, errors.New("--window must be at least 1")
+	case cfg.timeout <= 0:
+		return cfg, errors.New("--timeout must be positive")
+	}
+	if cfg.steps, err = parseSteps(*steps, cfg.total); err != nil {
+		return cfg, fmt.Errorf("--steps: %w", err)
+	}
+	return cfg, nil
+}
+
+// parseSteps returns the connection counts to step through: s (increasing,
+// at most total), ending with total; by default 1000, 10000, ... below
+// total, then total.
+func parseSteps(s string, total int) ([]int, error) {
+	var steps []int
+	if s == "" {
+		for n := 1000; n < total; n *= 10 {
+			steps = append(steps, n)
+		}
+	} else {
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > total || len(steps) > 0 && n <= steps[len(steps)-1] {
+				return nil, fmt.Errorf("%q: want increasing counts from 1 to --total (%d)", f, total)
+			}
+			steps = append(steps, n)
+		}
+	}
+	if len(steps) == 0 || steps[len(steps)-1] != total {
+		steps = append(steps, total)
+	}
+	return steps, nil
+}
+
+// parseSize parses a byte count: 123, 512MiB, 2GiB (also KiB, MB, GB).
+func parseSize(s string) (uint64, error) {
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size (such as 2GiB or 512MiB)", s)
+	}
+	return uint64(v * float64(mult)), nil
+}
+
+// Estimates of memory costs before any step has measured them:
+// deliberately high (a goroutine-mode connection costs about 10 KiB).
+const (
+	priorConnCost = 32 << 10
+	priorProcCost = 32 << 20
+	reserveFDs    = 64 // descriptors each child keeps for itself
+)
+
+// errLowMemory is why the run stopped for lack of memory.
+var errLowMemory = errors.New("not enough memory")
+
+// shard is one server process and its client process.
+type shard struct {
+	path            string
+	srv, cli        *child
+	srvBase         procMem
+	cliBase         procMem
+	conns           int // connections open
+	rss, anon       uint64
+	cliRSS, cliAnon uint64
+	goroutines      int
+}
+
+// bench is one run of `bench conns`.
+type bench struct {
+	cfg    config
+	sys    sysDeps
+	out    io.Writer
+	errw   io.Writer
+	logMu  sync.Mutex // serializes writes to errw (progress and the children's stderr)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	dir    string
+
+	shards   []*shard
+	children []*child
+	round    uint32 // the next round's number
+
+	connCost, procCost uint64 // estimates, bytes
+	minAvail           atomic.Uint64
+	mem0               map[string]uint64
+	avail0             uint64
+	slab0              map[string]int64
+	rows               []row
+}
+
+// row is what one step measured.
+type row struct {
+	conns, shards      int
+	connectRate        float64
+	roundMin, roundMax time.Duration
+	srvRSS, srvAnon    float64 // bytes per connection
+	cliRSS             float64
+	kernel             float64
+	kernelSock         float64 // the socket caches' part of kernel (-1: unknown)
+	availDrop          float64
+	goroutines         int
+	slab               []slabDelta
+}
+
+type slabDelta struct {
+	name    string
+	aliases []string // socket caches merged into this one
+	bytes   int64
+}
+
+func runConns(parent context.Context, args []string, stdout, stderr io.Writer, sys sysDeps) error {
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	b := &bench{cfg: cfg, sys: sys, out: stdout, errw: stderr, connCost: priorConnCost, procCost: priorProcCost}
+	return b.run(parent)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
+	fmt.Fprintf(b.errw, "conns: "+format+"\n", args...)
+}
+
+func (b *bench) run(parent context.Context) (err error) {
+	cfg := &b.cfg
+	ctx, cancelTimeout := context.WithTimeoutCause(parent, cfg.timeout, fmt.Errorf("the run time limit (--timeout %v) was reached", cfg.timeout))
+	defer cancelTimeout()
+	b.ctx, b.cancel = context.WithCancelCause(ctx)
+	defer b.cancel(nil)
+
+	// Descriptors: each shard's processes hold its connections, one end
+	// each; the system holds both ends of every connection.
+	nofile, err := b.sys.noFile()
+	if err != nil {
+		return err
+	}
+	if nofile <= reserveFDs {
+		return fmt.Errorf("the open-file limit (RLIMIT_NOFILE) is %d: too low to hold connections", nofile)
+	}
+	if fit := int(nofile - reserveFDs); cfg.perShard > fit {
+		b.logf("--per-shard %d lowered to %d to fit the open-file limit %d", cfg.perShard, fit, nofile)
+		cfg.perShard = fit
+	}
+	nshards := (cfg.total + cfg.perShard - 1) / cfg.perShard
+	if used, fmax, err := fileHandles(); err == nil && used+2*uint64(cfg.total)+uint64(2*nshards*reserveFDs) > fmax {
+		return fmt.Errorf("%d connections need %d file handles, and the system has %d of its %d (fs.file-max) free",
+			cfg.total, 2*cfg.total, fmax-used, fmax)
+	}
+
+	b.dir, err = os.MkdirTemp(cfg.dir, "warren-conns-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		n := len(b.children)
+		stopChildren(b.children, childGrace+5*time.Second)
+		if rerr := os.RemoveAll(b.dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		b.logf("stopped %d processes, removed %s", n, b.dir)
+	}()
+
+	fmt.Fprintf(b.out, "warren bench conns: %d connections over %s (a server process and a client process each) of at most %d connections\n",
+		cfg.total, plural(nshards, "shard"), cfg.perShard)
+	fmt.Fprintf(b.out, "open-file limit per process %d (soft limit raised to the hard one); server mode %s; %d rounds per step; window %d; memory margin %s\n\n",
+		nofile, cfg.mode, cfg.rounds, cfg.window, fmtBytes(float64(cfg.margin)))
+
+	if b.mem0, err = b.sys.meminfo(); err != nil {
+		return err
+	}
+	if b.avail0, err = b.sys.memAvailable(); err != nil {
+		return err
+	}
+	b.slab0, _ = slabCaches()
+	b.minAvail.Store(b.avail0)
+	stopWatch := b.watchMemory()
+	defer stopWatch()
+
+	b.printHeader()
+	start := time.Now()
+	defer func() { fmt.Fprintf(b.out, "run time %v\n", time.Since(start).Round(time.Second)) }()
+	for _, n := range cfg.steps {
+		if err := b.step(n); err != nil {
+			b.report(false)
+			if c := context.Cause(b.ctx); c != nil && !errors.Is(err, c) {
+				err = fmt.Errorf("%w (%v)", err, c)
+			}
+			return fmt.Errorf("stopped at the step to %d connections: %w", n, err)
+		}
+	}
+	b.report(true)
+	return nil
+}
+
+// watchMemory samples MemAvailable until the returned function is called:
+// it keeps the lowest value seen (for the next estimate), and cancels the
+// run if the value falls under the margin.
+func (b *bench) watchMemory() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			b.sampleMem()
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// sampleMem reads MemAvailable, keeps the lowest value seen and cancels the
+// run if it is under the margin.
+func (b *bench) sampleMem() {
+	v, err := b.sys.memAvailable()
+	if err != nil {
+		return
+	}
+	for {
+		m := b.minAvail.Load()
+		if v >= m || b.minAvail.CompareAndSwap(m, v) {
+			break
+		}
+	}
+	if v < b.cfg.margin {
+		b.cancel(fmt.Errorf("%w: MemAvailable fell to %s, under the margin %s", errLowMemory, fmtBytes(float64(v)), fmtBytes(float64(b.cfg.margin))))
+	}
+}
+
+// step brings the run to n connections, runs the rounds and measures.
+func (b *bench) step(n int) error {
+	cfg := &b.cfg
+	cur := 0
+	for _, s := range b.shards {
+		cur += s.conns
+	}
+	added := n - cur
+	k := (n + cfg.perShard - 1) / cfg.perShard
+	newProcs := 2 * max(0, k-len(b.shards))
+
+	// The memory guard.
+	avail, err := b.sys.memAvailable()
+	if err != nil {
+		return err
+	}
+	need := uint64(added)*b.connCost + uint64(newProcs)*b.procCost
+	if avail < cfg.margin || avail-cfg.margin < need {
+		return fmt.Errorf("%w: refusing to go to %d connections: it needs about %s (%d connections x %s + %d processes x %s, estimated %s), MemAvailable is %s and the margin (--margin) %s",
+			errLowMemory, n, fmtBytes(float64(need)), added, fmtBytes(float64(b.connCost)), newProcs, fmtBytes(float64(b.procCost)),
+			b.estimateSource(), fmtBytes(float64(avail)), fmtBytes(float64(cfg.margin)))
+	}
+	b.logf("step to %d connections over %s: needs about %s, MemAvailable %s", n, plural(k, "shard"), fmtBytes(float64(need)), fmtBytes(float64(avail)))
+
+	// New shards.
+	for len(b.shards) < k {
+		if err := b.startShard(len(b.shards)); err != nil {
+			return err
+		}
+	}
+	afterProcs, err := b.sys.memAvailable()
+	if err != nil {
+		return err
+	}
+	if newProcs > 0 && afterProcs < avail {
+		b.procCost = max((avail-afterProcs)/uint64(newProcs)*5/4, 4<<20)
+	}
+	b.minAvail.Store(afterProcs)
+
+	// Connect: top up each shard towards an even share of n.
+	add := make([]int, k)
+	left := added
+	for i := 0; i < k && left > 0; i++ {
+		target := n / k
+		if i < n%k {
+			target++
+		}
+		add[i] = min(max(0, target-b.shards[i].conns), left)
+		left -= add[i]
+	}
+	b.logf("connecting %d more connections", added)
+	start := time.Now()
+	err = b.parallel(k, func(i int) error {
+		if add[i] == 0 {
+			return nil
+		}
+		s := b.shards[i]
+		f, err := s.cli.call(b.ctx, fmt.Sprintf("connect %d", add[i]))
+		if err != nil {
+			return err
+		}
+		if got, _ := strconv.Atoi(f[0]); got != s.conns+add[i] {
+			return fmt.Errorf("%s has %d connections, want %d", s.cli.name, got, s.conns+add[i])
+		}
+		s.conns = s.conns + add[i]
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	r := row{conns: n, shards: k, connectRate: float64(added) / time.Since(start).Seconds()}
+	b.logf("%d connections open (%.0f connections/s)", n, r.connectRate)
+
+	// Rounds.
+	for range cfg.rounds {
+		d, err := b.runRound(n, k)
+		if err != nil {
+			return err
+		}
+		if r.roundMin == 0 || d < r.roundMin {
+			r.roundMin = d
+		}
+		r.roundMax = max(r.roundMax, d)
+	}
+	b.sampleMem()
+	if m := b.minAvail.Load(); m < afterProcs && added > 0 {
+		b.connCost = max((afterProcs-m)/uint64(added)*5/4, 1<<10)
+	}
+
+	// Memory, once the sessions and workers of the rounds are gone.
+	b.logf("waiting %v for the servers to go idle, then measuring memory", cfg.settle)
+	select {
+	case <-time.After(cfg.settle):
+	case <-b.ctx.Done():
+		return context.Cause(b.ctx)
+	}
+	if err := b.measure(&r); err != nil {
+		return err
+	}
+	b.rows = append(b.rows, r)
+	b.printRow(r)
+	return nil
+}
+
+func (b *bench) estimateSource() string {
+	if len(b.rows) == 0 {
+		return "a deliberately high guess before any measurement"
+	}
+	return fmt.Sprintf("from the step to %d connections, +25%%", b.rows[len(b.rows)-1].conns)
+}
+
+func (b *bench) startShard(i int) error {
+	s := &shard{path: filepath.Join(b.dir, fmt.Sprintf("s%d.sock", i))}
+	start := func(name string, args ...string) (*child, []string, error) {
+		c, err := startChild(name, b.sys.exe, append(slices.Clip(b.sys.prefix), args...), b.sys.env,
+			&linePrefixer{mu: &b.logMu, w: b.errw, prefix: name + ": "}, func(err error) { b.cancel(err) })
+		if err != nil {
+			return nil, nil, err
+		}
+		b.children = append(b.children, c)
+		f, err := c.reply(b.ctx)
+		if err == nil && len(f) < 2 {
+			err = fmt.Errorf("%s: bad ready line %q", c.name, f)
+		}
+		return c, f, err
+	}
+	var f []string
+	var err error
+	if s.srv, f, err = start(fmt.Sprintf("server %d", i), cmdServer, "--socket", s.path, "--mode", b.cfg.mode); err != nil {
+		return err
+	}
+	s.srvBase = procMem{RSS: atou(f[0]), Anon: atou(f[1])}
+	if s.cli, f, err = start(fmt.Sprintf("client %d", i), cmdClient, "--socket", s.path,
+		"--window", strconv.Itoa(b.cfg.window), "--io-timeout", b.cfg.ioTimeout.String()); err != nil {
+		return err
+	}
+	s.cliBase = procMem{RSS: atou(f[0]), Anon: atou(f[1])}
+	b.shards = append(b.shards, s)
+	return nil
+}
+
+// runRound makes every connection call Conns.Tick once and checks that each
+// server counted exactly the calls of its shard's connections.
+func (b *bench) runRound(n, k int) (time.Duration, error) {
+	r := b.round
+	b.round++
+	start := time.Now()
+	err := b.parallel(k, func(i int) error {
+		s := b.shards[i]
+		f, err := s.cli.call(b.ctx, fmt.Sprintf("round %d", r))
+		if err != nil {
+			return err
+		}
+		if got, _ := strconv.Atoi(f[0]); got != s.conns {
+			return fmt.Errorf("%s made %d calls, want %d", s.cli.name, got, s.conns)
+		}
+		return nil
+	})
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("round %d: %w", r, err)
+	}
+	counts := make([]int, k)
+	err = b.parallel(k, func(i int) error {
+		f, err := b.shards[i].srv.call(b.ctx, "count")
+		if err == nil {
+			counts[i], err = strconv.Atoi(f[0])
+		}
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("round %d: %w", r, err)
+	}
+	sum := 0
+	for i, c := range counts {
+		sum += c
+		if c != b.shards[i].conns {
+			return d, fmt.Errorf("round %d: %s counted %d calls, want %d (its connections)", r, b.shards[i].srv.name, c, b.shards[i].conns)
+		}
+	}
+	if sum != n {
+		return d, fmt.Errorf("round %d: the servers counted %d calls in all, want %d", r, sum, n)
+	}
+	b.logf("round %d: %d calls in %v; the servers' counts add up to %d = connections", r, n, d.Round(time.Millisecond), sum)
+	return d, nil
+}
+
+// measure reads the memory of every process and of the kernel into r.
+func (b *bench) measure(r *row) error {
+	k := r.shards
+	err := b.parallel(k, func(i int) error {
+		s := b.shards[i]
+		f, err := s.srv.call(b.ctx, "mem")
+		if err != nil {
+			return err
+		}
+		if len(f) < 4 {
+			return fmt.Errorf("%s: bad mem reply %q", s.srv.name, f)
+		}
+		s.rss, s.anon, s.goroutines = atou(f[0]), atou(f[1]), int(atou(f[3]))
+		if conns := int(atou(f[2])); conns != s.conns {
+			return fmt.Errorf("%s has %d connections, want %d", s.srv.name, conns, s.conns)
+		}
+		if f, err = s.cli.call(b.ctx, "mem"); err != nil {
+			return err
+		}
+		s.cliRSS, s.cliAnon = atou(f[0]), atou(f[1])
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("measuring memory: %w", err)
+	}
+	var srvRSS, srvAnon, cliRSS int64
+	for _, s := range b.shards[:k] {
+		srvRSS += int64(s.rss) - int64(s.srvBase.RSS)
+		srvAnon += int64(s.anon) - int64(s.srvBase.Anon)
+		cliRSS += int64(s.cliRSS) - int64(s.cliBase.RSS)
+		r.goroutines += s.goroutines
+	}
+	n := float64(r.conns)
+	r.srvRSS, r.srvAnon, r.cliRSS = float64(srvRSS)/n, float64(srvAnon)/n, float64(cliRSS)/n
+	mem, err := b.sys.meminfo()
+	if err != nil {
+		return err
+	}
+	r.kernel = (float64(kernelBytes(mem)) - float64(kernelBytes(b.mem0))) / n
+	r.availDrop = (float64(b.avail0) - float64(mem["MemAvailable"])) / n
+	r.kernelSock = -1
+	if slab, ok := slabCaches(); ok && b.slab0 != nil {
+		groups := slabGroups()
+		var sock int64
+		for name, v := range slab {
+			d := v - b.slab0[name]
+			as := slabAliases(groups, name, socketCaches)
+			if len(as) > 0 {
+				sock += d
+			}
+			if d > 0 {
+				r.slab = append(r.slab, slabDelta{name, as, d})
+			}
+		}
+		if groups != nil {
+			r.kernelSock = float64(sock) / n
+		}
+		slices.SortFunc(r.slab, func(x, y slabDelta) int { return cmp.Compare(y.bytes, x.bytes) })
+		r.slab = r.slab[:min(len(r.slab), 6)]
+	}
+	return nil
+}
+
+// parallel runs fn(0..n-1) concurrently and returns the first error by
+// index.
+func (b *bench) parallel(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) printHeader() {
+	fmt.Fprintf(b.out, "%9s %6s %11s %17s %11s %11s %11s %11s %11s %11s %10s\n",
+		"conns", "shards", "connect/s", "round (min-max)", "server B/c", "server anon", "kernel B/c", "sock slab", "client B/c", "avail B/c", "srv gorout")
+}
+
+func (b *bench) printRow(r row) {
+	sock := "?"
+	if r.kernelSock >= 0 {
+		sock = fmt.Sprintf("%.0f", r.kernelSock)
+	}
+	fmt.Fprintf(b.out, "%9d %6d %11.0f %17s %11.0f %11.0f %11.0f %11s %11.0f %11.0f %10d\n",
+		r.conns, r.shards, r.connectRate,
+		fmt.Sprintf("%v-%v", r.roundMin.Round(time.Millisecond), r.roundMax.Round(time.Millisecond)),
+		r.srvRSS, r.srvAnon, r.kernel, sock, r.cliRSS, r.availDrop, r.goroutines)
+}
+
+// report ends the output: the method, the kernel's slab caches that grew
+// most at the last step measured, and whether the run completed.
+func (b *bench) report(complete bool) {
+	w := b.out
+	if len(b.rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, `
+Each round, every connection made one unary call (Conns.Tick, raw codec, 8 bytes each
+way) on a new stream; every client checked every reply (its bytes echoed, status OK),
+and each server's count of calls equalled its shard's connections, so their sum equalled
+the connections. connect/s: connections opened per second, all clients together (connect
+and preface exchange; each client has --window handshakes in flight). round: the time for
+all the calls of a round. Per connection ("B/c"):
+  server B/c   sum over the server processes of (VmRSS after runtime.GC and
+               debug.FreeOSMemory - VmRSS before listening), over the connections;
+               server anon is the same for RssAnon (heap and stacks, without the
+               binary's file pages). Measured --settle after the last round.
+  kernel B/c   growth of /proc/meminfo Slab + PageTables since before the first
+               process started, over the connections. Each connection is two unix
+               sockets (client and server ends), each a file, dentry, socket inode
+               and unix sock from slab caches, plus the server's epoll item; idle, no
+               buffers are queued. System-wide: other activity on the machine is noise.
+  sock slab    the part of that growth in the slab caches sockets use (/proc/slabinfo:
+               UNIX-STREAM, sock_inode_cache, dentry, filp, eventpoll_epi/pwq, and the
+               caches the kernel merged them into, per /sys/kernel/slab): less noisy.
+  client B/c   the client processes' VmRSS growth (bare descriptors: 4 bytes each).
+  avail B/c    the drop of MemAvailable since the start: everything, processes included.
+  srv gorout   goroutines in all server processes.
+`)
+	if last := b.rows[len(b.rows)-1]; len(last.slab) > 0 {
+		fmt.Fprintf(w, "\nSlab caches that grew most by %d connections (/proc/slabinfo), per connection:\n", last.conns)
+		for _, s := range last.slab {
+			merged := ""
+			if len(s.aliases) > 0 && (len(s.aliases) > 1 || s.aliases[0] != s.name) {
+				merged = " (holds " + strings.Join(s.aliases, ", ") + ")"
+			}
+			fmt.Fprintf(w, "  %-22s %8.0f B%s\n", s.name, float64(s.bytes)/float64(last.conns), merged)
+		}
+	}
+	if complete {
+		fmt.Fprintf(w, "\nAll %d connections were live in every round.\n", b.cfg.total)
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func atou(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}
+
+func fmtBytes(v float64) string {
+	switch {
+	case v >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", v/(1<<30))
+	case v >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", v/(1<<20))
+	case v >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", v/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", v)
+}

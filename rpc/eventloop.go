@@ -1,0 +1,106 @@
+package rpc
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/peer"
+)
+
+// Event-loop mode (ServerOptions.EventLoop) serves the connections of a unix
+// or tcp listener from one epoll loop per Serve call instead of a goroutine
+// per connection. The Linux implementation is in eventloop_linux.go; on other
+// platforms, and for listeners the loop cannot handle, Serve falls back to
+// the goroutine mode. See ARCHITECTURE.md, "Event loop".
+
+// evServer is a Server's event-loop state.
+type evServer struct {
+	// light counts the event-loop connections that are admitted (they count
+	// against MaxConns and MaxConnsPerUID) but have no serverConn in
+	// Server.conns: those in their handshake and those hibernating. A
+	// connection with a live session is in Server.conns instead. Protected
+	// by Server.mu.
+	light int
+	// peak is the most entries Server.conns had since it was last
+	// rebuilt: a map never gives back the room it grew to, so once most
+	// sessions have hibernated it is copied into a smaller one. Protected
+	// by Server.mu.
+	peak int
+
+	loops        atomic.Int32  // event loops running
+	hibernations atomic.Uint64 // sessions that went idle and were dropped
+	wakes        atomic.Uint64 // sessions rebuilt for a connection that sent something
+}
+
+// testEventLoop makes every Serve use the event loop where it can, so that
+// the package's tests run in both modes; loopsStarted counts the loops
+// started, so that they can tell.
+var (
+	testEventLoop bool
+	loopsStarted  atomic.Uint64
+)
+
+// defaultReadTimeout is ServerOptions.ReadTimeout's default.
+const defaultReadTimeout = 30 * time.Second
+
+func (s *Server) readTimeout() time.Duration {
+	switch {
+	case s.opts.ReadTimeout == 0:
+		return defaultReadTimeout
+	case s.opts.ReadTimeout < 0:
+		return 0
+	}
+	return s.opts.ReadTimeout
+}
+
+// onRequestWorker is onRequest for the event loop: every call runs on a
+// worker goroutine, never on the loop.
+func (sc *serverConn) onRequestWorker(st *mux.Stream) {
+	c := st.Owner.(*serverCall)
+	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
+		return
+	}
+	sc.srv.dispatch(c)
+}
+
+func newServerStream() *mux.Stream {
+	c := new(serverCall)
+	c.st.Owner = c
+	return &c.st
+}
+
+func resetServerCall(st *mux.Stream, _ error) { st.Owner.(*serverCall).abandon() }
+
+// handoffConn is a connection the event loop hands to the goroutine mode (an
+// HTTP request on a warren socket): it replays the bytes the loop has read,
+// and carries the peer the loop identified.
+type handoffConn struct {
+	net.Conn
+	prefix []byte
+	peer   *peer.Peer
+}
+
+func (c *handoffConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// Peer returns the peer the event loop identified.
+func (c *handoffConn) Peer() *peer.Peer { return c.peer }
+
+// NetConn returns the underlying connection.
+func (c *handoffConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite closes the write side, which net/http uses to end a response.
+func (c *handoffConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
