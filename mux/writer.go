@@ -128,8 +128,15 @@ func (w *writer) writeDirect(hdr, payload []byte) error {
 		return w.appendFed(hdr, payload) // fed writes never block: copy
 	}
 	w.mu.Lock()
-	for w.err == nil && w.flushing {
-		w.cond.Wait()
+	if w.err == nil && w.flushing {
+		// Another caller is writing: append a copy as lock and unlock do,
+		// rather than wait behind a write that a peer not reading could
+		// hold up indefinitely.
+		for w.err == nil && w.flushing && len(w.buf) >= highWater {
+			w.cond.Wait()
+		}
+		w.takeBuf()
+		return w.unlock(append(append(w.buf, hdr...), payload...))
 	}
 	if w.err != nil {
 		err := w.err
