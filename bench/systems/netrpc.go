@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/rpc"
-	"sync"
 )
 
 // NetRPC is the standard library's net/rpc with its default gob codec: a
@@ -38,35 +37,7 @@ func (NetRPC) Serve(network, address string) (net.Addr, func(), error) {
 	}
 	// net/rpc's Accept loop cannot be stopped with its connections, so the
 	// loop is ours: it tracks connections to close them on stop.
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				srv.ServeConn(c) // closes c when done
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-			})
-		}
-	})
-	stop := func() {
-		l.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}
+	stop := serveConns(l, func(c net.Conn) { srv.ServeConn(c) })
 	return l.Addr(), stop, nil
 }
 

@@ -37,36 +37,7 @@ func (Raw) Serve(network, address string) (net.Addr, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				rawServe(c)
-				c.Close()
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-			})
-		}
-	})
-	stop := func() {
-		l.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}
+	stop := serveConns(l, func(c net.Conn) { rawServe(c) })
 	return l.Addr(), stop, nil
 }
 
@@ -235,4 +206,40 @@ func RawSink(c Conn, buf []byte, total int64) error {
 	}
 	_, err := io.ReadFull(r.c, buf[:1])
 	return err
+}
+
+// serveConns accepts connections on l and runs serve on each in its own
+// goroutine until the returned stop closes l and every open connection and
+// waits for the goroutines. serve's connection is closed after it returns.
+func serveConns(l net.Listener, serve func(net.Conn)) (stop func()) {
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				serve(c)
+				c.Close()
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+			})
+		}
+	})
+	return func() {
+		l.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}
 }
