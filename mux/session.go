@@ -527,6 +527,9 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 			if id > last && id%2 == s.nextID%2 {
 				refused = append(refused, st)
 				delete(s.streams, id)
+				if s.client {
+					s.w.open.Add(-1)
+				}
 			}
 		}
 		s.mu.Unlock()
@@ -549,6 +552,9 @@ func (s *Session) remove(st *Stream) {
 	s.mu.Lock()
 	if s.streams[st.ID()] == st {
 		delete(s.streams, st.ID())
+		if s.client {
+			s.w.open.Add(-1)
+		}
 	}
 	s.mu.Unlock()
 }

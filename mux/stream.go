@@ -145,6 +145,7 @@ func (s *Session) registerLocked(st *Stream) error {
 	st.init(s, s.nextID)
 	s.nextID += 2
 	s.streams[st.ID()] = st
+	s.w.open.Add(1)
 	return nil
 }
 

@@ -2,7 +2,9 @@ package mux
 
 import (
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // writer is the single writer of a connection. It has no goroutine of its
@@ -24,6 +26,8 @@ type writer struct {
 	async    sync.WaitGroup // goroutines started by unlockAsync
 	fed      FedConn        // set in fed mode (fed.go): writes never block
 	fw       fedWriter      // fed mode state
+
+	open atomic.Int32 // client: streams open, mirrored from Session.streams
 
 	iov  [2][]byte   // writeDirect's buffers; only the flusher touches them
 	bufs net.Buffers // a field, so that passing its address allocates nothing
@@ -86,6 +90,13 @@ func (w *writer) flushLocked() error {
 		return w.flushFedLocked()
 	}
 	w.flushing = true
+	if w.open.Load() > 1 && len(w.buf) < highWater/4 {
+		// Other callers have calls in flight and may be about to append
+		// frames: let them run first, so that one write carries theirs too.
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.mu.Lock()
+	}
 	for len(w.buf) > 0 && w.err == nil && (!w.corked || len(w.buf) >= highWater) {
 		out := w.buf
 		w.buf = w.spare[:0]
