@@ -30,26 +30,64 @@ import (
 )
 
 // childEnv, in a process's environment, makes it a server child: its value
-// is "MODE NETWORK DIR".
+// is "SYSTEM MODE NETWORK DIR".
 const childEnv = "WARREN_IDLE_CHILD"
 
 func init() {
 	if spec := os.Getenv(childEnv); spec != "" {
-		if err := serveChild(spec, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "idle server child:", err)
-			os.Exit(1)
+		if f := strings.Fields(spec); len(f) > 0 && !builtin(f[0]) {
+			return // a peer's: RegisterPeer, from the peer's package, serves it
 		}
-		os.Exit(0)
+		serveChildAndExit(spec)
 	}
 }
 
-// Modes are the server modes measured; Networks the transports. A third
-// mode, "bare", is a minimal epoll loop that only exchanges prefaces and
-// keeps each descriptor in a slice: the floor, for reference.
-var (
-	Modes    = []string{"goroutine", "eventloop"}
-	Networks = []string{"unix", "tcp"}
-)
+func serveChildAndExit(spec string) {
+	if err := serveChild(spec, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "idle server child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// builtin reports whether system is served by this package itself.
+func builtin(system string) bool { return system == "warren" || system == "gobwas-epoll" }
+
+// Peer is a WebSocket server measured next to warren, over ws in mode
+// eventloop, that lives in a package of its own (so that only the programs
+// that import it link it: nbio, for one, starts goroutines when it is
+// initialized), which registers it with RegisterPeer.
+type Peer struct {
+	// Serve listens on TCP loopback, upgrades to WebSocket the requests
+	// for WSPath, echoes the messages it receives, writes "ready
+	// HOST:PORT\n" to out once it listens, and answers the parent's
+	// commands with AnswerStats until in ends.
+	Serve func(in io.Reader, out io.Writer) error
+	// RacePrefix, if set, is the import path of code in which the peer has
+	// known race detector reports: in a program built with the race
+	// detector, the server child writes its reports to a file and only
+	// those that do not have both accesses under RacePrefix are passed on
+	// to stderr.
+	RacePrefix string
+}
+
+var peers = map[string]Peer{}
+
+// RegisterPeer makes the WebSocket server p measurable as system name. It
+// is for the init function of p's package: in a server child for name,
+// it serves p and exits.
+func RegisterPeer(name string, p Peer) {
+	if builtin(name) || peers[name].Serve != nil {
+		panic("idle: system " + name + " registered twice")
+	}
+	peers[name] = p
+	Systems = append(Systems, name)
+	if spec := os.Getenv(childEnv); spec != "" {
+		if f := strings.Fields(spec); len(f) > 0 && f[0] == name {
+			serveChildAndExit(spec)
+		}
+	}
+}
 
 // RaiseFileLimit raises this process's soft limit on open files to the hard
 // limit and returns the new soft limit.
@@ -67,8 +105,8 @@ func RaiseFileLimit() (uint64, error) {
 	return rl.Cur, nil
 }
 
-// serveChild serves a warren server in mode on network, and answers the
-// parent's commands, one line each way:
+// serveChild serves system (a warren server, or another WebSocket server)
+// in mode on network, and answers the parent's commands, one line each way:
 //
 //	child:  ready ADDRESS
 //	parent: rss
@@ -79,14 +117,19 @@ func RaiseFileLimit() (uint64, error) {
 // server's open connections). It stops when its input ends.
 func serveChild(spec string, in io.Reader, out io.Writer) error {
 	f := strings.Fields(spec)
-	if len(f) != 3 {
+	if len(f) != 4 || !Supported(f[0], f[1], f[2]) {
 		return fmt.Errorf("bad %s %q", childEnv, spec)
 	}
-	mode, network, dir := f[0], f[1], f[2]
+	system, mode, network, dir := f[0], f[1], f[2], f[3]
 	if _, err := RaiseFileLimit(); err != nil {
 		return err
 	}
-	if mode == "bare" {
+	switch {
+	case peers[system].Serve != nil:
+		return peers[system].Serve(in, out)
+	case system == "gobwas-epoll":
+		return serveGobwasEpoll(in, out)
+	case mode == "bare":
 		return serveBare(network, dir, in, out)
 	}
 	// WARREN_IDLE_PROFILE=PREFIX writes the child's CPU profile to
@@ -113,8 +156,11 @@ func serveChild(spec string, in io.Reader, out io.Writer) error {
 	})
 	rpc.HandleRaw(srv, "Idle.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
 	addr := "tcp://127.0.0.1:0"
-	if network == "unix" {
+	switch network {
+	case "unix":
 		addr = "unix://" + filepath.Join(dir, "idle.sock")
+	case "ws":
+		addr = "ws://127.0.0.1:0" + WSPath
 	}
 	l, err := transport.Listen(addr, nil)
 	if err != nil {
@@ -163,13 +209,34 @@ func residentBytes() uint64 {
 	return pages * uint64(os.Getpagesize())
 }
 
+// AnswerStats answers the parent's "rss" commands for a server child other
+// than warren's, with conns as the server's open connections, until in ends.
+func AnswerStats(in io.Reader, out io.Writer, conns func() int64) error {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if sc.Text() != "rss" {
+			return fmt.Errorf("unknown command %q", sc.Text())
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(out, "rss %d %d %d %d %d\n", residentBytes(), ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine(), conns())
+	}
+	return sc.Err()
+}
+
 // child is a running server child.
 type child struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Reader
-	dir  string
-	addr string
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     *bufio.Reader
+	dir     string
+	addr    string
+	network string
+	echo    bool // the server echoes messages (a system other than warren)
+	// system, and racePrefix: its Peer.RacePrefix
+	system, racePrefix string
 }
 
 // childStats is the child's answer to "rss".
@@ -178,7 +245,7 @@ type childStats struct {
 	Goroutines, Conns          int
 }
 
-func startChild(mode, network string) (*child, error) {
+func startChild(system, mode, network string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -188,7 +255,12 @@ func startChild(mode, network string) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+mode+" "+network+" "+dir)
+	cmd.Env = append(os.Environ(), childEnv+"="+system+" "+mode+" "+network+" "+dir)
+	racePrefix := peers[system].RacePrefix
+	if raceEnabled && racePrefix != "" {
+		// See checkRaceLogs.
+		cmd.Env = append(cmd.Env, "GORACE=log_path="+filepath.Join(dir, "race"))
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -202,7 +274,8 @@ func startChild(mode, network string) (*child, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &child{cmd: cmd, in: in, out: bufio.NewReader(outp), dir: dir}
+	c := &child{cmd: cmd, in: in, out: bufio.NewReader(outp), dir: dir, network: network, echo: system != "warren",
+		system: system, racePrefix: racePrefix}
 	line, err := c.readLine()
 	if err != nil || !strings.HasPrefix(line, "ready ") {
 		c.stop()
@@ -278,10 +351,13 @@ func (c *child) stop() {
 		c.cmd.Process.Kill()
 		<-done
 	}
+	if c.racePrefix != "" {
+		checkRaceLogs(c.dir, c.system, c.racePrefix)
+	}
 	os.RemoveAll(c.dir)
 }
 
-// network returns the child's network and the address to connect to.
+// sockaddr returns the address to connect to and its address family.
 func (c *child) sockaddr() (unix.Sockaddr, int, error) {
 	if strings.HasPrefix(c.addr, "/") {
 		return &unix.SockaddrUnix{Name: c.addr}, unix.AF_UNIX, nil
@@ -299,6 +375,12 @@ var clientPreface = wire.AppendPreface(nil, wire.Settings{})
 
 // connectRaw connects a bare socket and sends the warren preface.
 func connectRaw(sa unix.Sockaddr, family int) (int, error) {
+	return connectSend(sa, family, clientPreface)
+}
+
+// connectSend connects a bare (blocking) socket, with 30-second timeouts
+// on its reads and writes, and sends first.
+func connectSend(sa unix.Sockaddr, family int, first []byte) (int, error) {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
@@ -319,10 +401,25 @@ func connectRaw(sa unix.Sockaddr, family int) (int, error) {
 	if err != nil {
 		return fail("connect", err)
 	}
-	if _, err := unix.Write(fd, clientPreface); err != nil {
+	if err := writeAll(fd, first); err != nil {
 		return fail("write", err)
 	}
 	return fd, nil
+}
+
+// writeAll writes b to the blocking socket fd.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		k, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[k:]
+	}
+	return nil
 }
 
 // readPreface reads the server's preface from fd.
@@ -360,7 +457,16 @@ func closeAll(fds []int) {
 // openConns opens n raw connections to c with parallel dialers, each
 // connecting batch sockets (and sending their prefaces) before it reads the
 // server's prefaces, so that the server, not the round trip, sets the pace.
+// Over WebSocket, a connection sends its opening handshake request first,
+// and then, once the server has answered it, its preface (for warren) or a
+// message of the same bytes (for the others, which echo it) in one binary
+// message, and reads the server's preface or the echo.
 func (c *child) openConns(n, parallel, batch int) ([]int, time.Duration, error) {
+	connect, finish := connectRaw, readPreface
+	if c.network == "ws" {
+		connect = func(sa unix.Sockaddr, family int) (int, error) { return connectWS(sa, family, c.addr) }
+		finish = func(fd int) error { return finishWS(fd, c.echo) }
+	}
 	if _, _, err := c.sockaddr(); err != nil {
 		return nil, 0, err
 	}
@@ -385,10 +491,10 @@ func (c *child) openConns(n, parallel, batch int) ([]int, time.Duration, error) 
 				}
 				var err error
 				for j := i; j < i+k && err == nil; j++ {
-					fds[j], err = connectRaw(sa, family)
+					fds[j], err = connect(sa, family)
 				}
 				for j := i; j < i+k && err == nil; j++ {
-					if err = readPreface(fds[j]); err != nil {
+					if err = finish(fds[j]); err != nil {
 						err = fmt.Errorf("connection %d: %w", j, err)
 					}
 				}
@@ -490,6 +596,7 @@ func slabBytes() map[string]int64 {
 
 // Result is one idle-memory measurement.
 type Result struct {
+	System        string // warren, or another WebSocket server (see Systems)
 	Mode, Network string
 	Conns         int
 	// ServerBytesPerConn is the server process's resident memory with the
@@ -585,14 +692,27 @@ func callBatch(fds []int) error {
 // workerIdle, 10 s), and a margin.
 var workerIdle = 11 * time.Second
 
-// Measure starts a server child in mode on network, opens n idle
+// Measure starts a warren server child in mode on network, opens n idle
 // connections to it, waits settle, and measures. With call, every
 // connection first makes one unary call, and the measurement waits for the
 // server's idle workers to exit: what a connection keeps once it has been
 // used and gone idle again.
 func Measure(mode, network string, n int, settle time.Duration, call bool) (Result, error) {
-	r := Result{Mode: mode, Network: network, Conns: n}
-	c, err := startChild(mode, network)
+	return MeasureSystem("warren", mode, network, n, settle, call)
+}
+
+// MeasureSystem is Measure for system (see Systems and Supported). The
+// connections of network "ws" make no calls: call is for warren over unix
+// and tcp.
+func MeasureSystem(system, mode, network string, n int, settle time.Duration, call bool) (Result, error) {
+	r := Result{System: system, Mode: mode, Network: network, Conns: n}
+	if !Supported(system, mode, network) {
+		return r, fmt.Errorf("idle: %s cannot be measured in mode %s over %s", system, mode, network)
+	}
+	if call && (system != "warren" || network == "ws") {
+		return r, fmt.Errorf("idle: calls are measured for warren over unix and tcp only, not %s over %s", system, network)
+	}
+	c, err := startChild(system, mode, network)
 	if err != nil {
 		return r, err
 	}
@@ -683,7 +803,7 @@ func Measure(mode, network string, n int, settle time.Duration, call bool) (Resu
 // and sending their prefaces, then reading the server's; it returns
 // connections per second.
 func AcceptRate(mode string, n, parallel, batch int) (float64, error) {
-	c, err := startChild(mode, "unix")
+	c, err := startChild("warren", mode, "unix")
 	if err != nil {
 		return 0, err
 	}

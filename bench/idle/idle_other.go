@@ -4,19 +4,33 @@ package idle
 
 import (
 	"errors"
+	"io"
 	"time"
 )
 
-// Modes are the server modes measured; Networks the transports.
-var (
-	Modes    = []string{"goroutine", "eventloop"}
-	Networks = []string{"unix", "tcp"}
-)
+// Peer is a WebSocket server measured next to warren (see the Linux
+// documentation).
+type Peer struct {
+	Serve      func(in io.Reader, out io.Writer) error
+	RacePrefix string
+}
+
+var peers = map[string]Peer{}
+
+// RegisterPeer makes the WebSocket server p measurable as system name.
+func RegisterPeer(name string, p Peer) {
+	peers[name] = p
+	Systems = append(Systems, name)
+}
+
+// AnswerStats is not implemented here.
+func AnswerStats(in io.Reader, out io.Writer, conns func() int64) error { return errLinux }
 
 var errLinux = errors.New("idle: the idle-connection measurements need Linux")
 
 // Result is one idle-memory measurement (see the Linux documentation).
 type Result struct {
+	System                              string
 	Mode, Network                       string
 	Conns                               int
 	ServerBytesPerConn                  float64
@@ -32,6 +46,11 @@ func RaiseFileLimit() (uint64, error) { return 0, errLinux }
 
 // Measure is not implemented here.
 func Measure(mode, network string, n int, settle time.Duration, call bool) (Result, error) {
+	return Result{}, errLinux
+}
+
+// MeasureSystem is not implemented here.
+func MeasureSystem(system, mode, network string, n int, settle time.Duration, call bool) (Result, error) {
 	return Result{}, errLinux
 }
 

@@ -58,7 +58,8 @@ func CollectMachine(repo string, args []string) Machine {
 func tracked(path string) bool {
 	switch path {
 	case "github.com/warrenipc/warren", "google.golang.org/grpc", "github.com/containerd/ttrpc",
-		"storj.io/drpc", "google.golang.org/protobuf", "golang.org/x/net":
+		"storj.io/drpc", "google.golang.org/protobuf", "golang.org/x/net",
+		"github.com/lesismal/nbio", "github.com/gobwas/ws":
 		return true
 	}
 	return false
