@@ -648,13 +648,22 @@ func TestCancelUnblocksSender(t *testing.T) {
 	ctx := testCtx(t)
 	ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) { <-ctx.Done() })
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: 4 << 10}))
-	st, err := c.Open(ctx, "stall", 0, 0, nil, make([]byte, 4<<10), false)
+	st, err := c.Open(ctx, "stall", 0, 0, nil, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Release()
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- st.Send(ctx, []byte("over the window"), false) }()
+	go func() {
+		// The handler never reads: the first message ends up queued on
+		// the server, and the credit for the second is never given.
+		err := st.Send(ctx, make([]byte, 64<<10), false)
+		if err == nil {
+			err = st.Send(ctx, make([]byte, 64<<10), false)
+		}
+		sendErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let Send block (a Send after Cancel fails the same way)
 	st.Cancel()
 	if err := <-sendErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Send blocked on credit, then canceled: %v, want context.Canceled", err)

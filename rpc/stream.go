@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/codec"
@@ -289,18 +290,21 @@ type StreamClientInterceptor func(ctx context.Context, method string, opts []Cal
 // when Recv returns an error (io.EOF for success), or when its context ends,
 // which cancels the call on the server whether or not anyone is reading.
 type ClientStream[Req, Resp any] struct {
-	ctx     context.Context
-	method  string
-	cd      codec.Codec
-	st      *mux.Stream
-	stop    func() bool // stops the context watcher
-	sess    *mux.Session
-	ended   bool // end ran; protected by mu
-	o       callOptions
-	mu      sync.Mutex // protects following
-	header  Metadata
-	trailer Metadata
-	err     error // terminal Recv error
+	ctx    context.Context
+	method string
+	cd     codec.Codec
+	st     *mux.Stream
+	stop   func() bool // stops the context watcher
+	sess   *mux.Session
+	ended  bool // end ran; protected by mu
+	o      callOptions
+	// sendClosed is set by CloseSend: a later Send is the caller's
+	// mistake, reported as such even if the call has ended meanwhile.
+	sendClosed atomic.Bool
+	mu         sync.Mutex // protects following
+	header     Metadata
+	trailer    Metadata
+	err        error // terminal Recv error
 }
 
 // NewStream opens a streaming call to method. The codec is chosen from Req
@@ -367,6 +371,9 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 // reads slowly, until the stream's context ends. Once the server has ended
 // the call, Send returns io.EOF and Recv returns the call's outcome.
 func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
+	if cs.sendClosed.Load() {
+		return status.Errorf(status.FailedPrecondition, "%s: send after CloseSend", cs.method)
+	}
 	data, scratch, err := encode(cs.cd, m)
 	if err != nil {
 		return status.Errorf(status.Internal, "encoding %s request as %s: %v", cs.method, cs.cd.Name(), err)
@@ -399,6 +406,7 @@ func (cs *ClientStream[Req, Resp]) sendError(err error) error {
 
 // CloseSend tells the server that no more messages will be sent.
 func (cs *ClientStream[Req, Resp]) CloseSend() error {
+	cs.sendClosed.Store(true)
 	if err := cs.st.CloseSend(); err != nil {
 		return cs.sendError(err)
 	}
