@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/wsframe"
 	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 )
@@ -80,6 +81,32 @@ type handoffConn struct {
 	net.Conn
 	prefix []byte
 	peer   *peer.Peer
+	// adopt hands a WebSocket connection upgraded on the bridge back to
+	// the loop: the net.Conn (which it closes), the bytes read past the
+	// opening handshake and the peer. It reports whether the loop took it.
+	adopt func(net.Conn, []byte, *peer.Peer) bool
+}
+
+// adoptWebSocket hands conn, a WebSocket connection that the HTTP bridge
+// just upgraded (transport.UpgradeWebSocket, before any I/O on it), to the
+// event loop that handed the bridge sc's connection, if there is one; sc
+// is uncounted, since the loop counts the connection again. It reports
+// whether conn was taken (and is no longer the caller's).
+func (s *Server) adoptWebSocket(sc *serverConn, conn net.Conn) bool {
+	hc, ok := sc.conn.(*handoffConn)
+	if !ok || hc.adopt == nil || wsframe.Detach == nil {
+		return false
+	}
+	_, buffered, ok := wsframe.Detach(conn)
+	if !ok {
+		return false
+	}
+	// Bytes the bridge had not read yet follow those it buffered.
+	buffered = append(buffered, hc.prefix...)
+	hc.prefix = nil
+	s.removeConn(sc)
+	hc.adopt(hc.Conn, buffered, hc.peer)
+	return true
 }
 
 func (c *handoffConn) Read(b []byte) (int, error) {

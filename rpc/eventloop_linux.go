@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/wsframe"
 	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -73,6 +74,8 @@ const (
 	flFresh uint8 = 1 << iota // no session yet: NewFed starts from the peer's settings
 	flCred                    // uid, gid and pid were read from the kernel
 	flIPv4                    // ip holds an IPv4 address (in its first 4 bytes)
+	flWS                      // a WebSocket connection: warren bytes travel in binary messages
+	flWSMsg                   // WebSocket, hibernating within a fragmented message
 )
 
 // loopConn is the record of one connection, kept for its whole life in the
@@ -105,7 +108,8 @@ type activeConn struct {
 	closeAt time.Time // a refused connection: when to close it
 	refuse  string    // why the connection is refused, if it is
 	code    status.Code
-	idx     int // in evLoop.active
+	idx     int     // in evLoop.active
+	ws      *wsConn // WebSocket connections: the frame decoder
 }
 
 // connTable maps file descriptors to records. Pages are allocated as
@@ -166,6 +170,7 @@ func (t *connTable) each(fn func(*loopConn)) {
 // loopListener is what the loop knows of its listener.
 type loopListener struct {
 	tl    *transport.Listener // nil for a plain net listener
+	ws    bool                // a ws:// listener: every connection opens with a WebSocket handshake
 	unix  bool
 	netw  string   // peer.Peer.Network: "unix" or "tcp"
 	local net.Addr // unix: the listener's address (the path of a socket file)
@@ -179,7 +184,13 @@ func loopListenerOf(l net.Listener) (*loopListener, syscall.RawConn) {
 	switch tl := l.(type) {
 	case *transport.Listener:
 		if rc, err = tl.SyscallConn(); err != nil {
-			return nil, nil
+			if tl.Endpoint().Scheme != transport.SchemeWS || wsframe.ListenerSocket == nil {
+				return nil, nil
+			}
+			if rc, err = wsframe.ListenerSocket(tl); err != nil {
+				return nil, nil
+			}
+			ls.ws = true
 		}
 		ls.tl, ls.netw = tl, tl.Endpoint().Scheme
 		ls.unix = ls.netw == transport.SchemeUnix
@@ -304,6 +315,10 @@ type evLoop struct {
 	lrc  syscall.RawConn // the listener's socket, to notice its Close
 	lost chan struct{}   // closed when the listener was closed (not by the server)
 	gone bool            // lost is closed
+
+	amu      sync.Mutex // protects adopts and adoptOff
+	adopts   []adoption // WebSocket connections handed (back) to the loop
+	adoptOff bool       // the loop has ended
 }
 
 func (l *evLoop) run() error {
@@ -325,6 +340,7 @@ func (l *evLoop) run() error {
 	}()
 	defer func() {
 		close(l.stop)
+		l.endAdoptions()
 		l.closeAll()
 		if l.lfd >= 0 {
 			unix.Close(l.lfd)
@@ -347,6 +363,7 @@ func (l *evLoop) run() error {
 				l.event(fd, ev.Events)
 			}
 		}
+		l.takeAdoptions()
 		if !l.closing {
 			select {
 			case <-s.closed:
@@ -384,6 +401,11 @@ func (l *evLoop) checkListener() bool {
 	}
 	if l.lrc.Control(func(uintptr) {}) == nil {
 		return false
+	}
+	select {
+	case <-l.srv.closed:
+		return false // closed by the server: the next round begins closing
+	default:
 	}
 	if !l.acceptOff {
 		l.p.Del(l.lfd)
@@ -457,7 +479,6 @@ func (l *evLoop) accept() {
 // ServeConn applies them. A refused peer still gets the handshake, then a
 // GOAWAY saying why, as in the goroutine mode.
 func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
-	s := l.srv
 	rec := l.table.get(fd)
 	*rec = loopConn{fd: int32(fd), uid: -1, gid: -1, state: stHandshake}
 	if l.ls.unix {
@@ -489,9 +510,25 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 			return
 		}
 	}
+	if l.ls.ws {
+		l.wsHandshake(fd, p)
+		return
+	}
+	l.open(rec, p)
+}
+
+// open applies the server's policy and connection limits to a new
+// connection (counted in nconns from now on) and registers it with the
+// poller. It reports whether the connection is still open.
+func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
+	s := l.srv
+	fd := int(rec.fd)
 	l.nconns++
 	a := &activeConn{since: l.now, lastIO: l.now}
 	l.addActive(rec, a)
+	if rec.flags&flWS != 0 {
+		l.connOf(rec, p)
+	}
 	if err := peer.Authorize(s.opts.Policy, p); err != nil {
 		a.refuse, a.code = err.Error(), status.PermissionDenied
 		s.logger.Warn("warren: connection refused", "peer", p.String(), "err", err)
@@ -504,7 +541,9 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	}
 	if err := l.p.Add(fd, evloop.In|evloop.RdHup); err != nil {
 		l.finalize(rec, err)
+		return false
 	}
+	return true
 }
 
 // peerOf returns the identity of rec's peer; sa is its address, or nil to
@@ -652,6 +691,10 @@ func (l *evLoop) event(fd int, ev uint32) {
 
 // read reads once from rec's socket and handles what arrived.
 func (l *evLoop) read(rec *loopConn) {
+	if rec.flags&flWS != 0 {
+		l.readWS(rec, nil)
+		return
+	}
 	fd := int(rec.fd)
 	a := rec.act
 	var data []byte
@@ -692,6 +735,12 @@ func (l *evLoop) read(rec *loopConn) {
 		a = rec.act
 	}
 	a.lastIO = l.now
+	l.handle(rec, a, data, fromPend)
+}
+
+// handle handles warren bytes that arrived: data, which is a.pend's bytes
+// when fromPend.
+func (l *evLoop) handle(rec *loopConn, a *activeConn, data []byte, fromPend bool) {
 	done := 0
 	if rec.state == stHandshake {
 		k, ok := l.handshake(rec, data)
@@ -777,7 +826,7 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 	set, n, ok, err := wire.ParsePreface(data)
 	if err != nil {
 		var nw *wire.NotWarrenError
-		if errors.As(err, &nw) && nw.HTTP {
+		if errors.As(err, &nw) && nw.HTTP && rec.flags&flWS == 0 {
 			l.handoff(rec, data)
 		} else {
 			l.finalize(rec, err) // not warren: closed without a word
@@ -788,7 +837,13 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 		return 0, false
 	}
 	// The socket is new and its buffer empty: a preface always fits.
-	if k, err := syscall.Write(int(rec.fd), l.preface); err != nil || k != len(l.preface) {
+	var k int
+	if c := rec.act.conn; c != nil && c.fr != nil {
+		k, err = c.Write(l.preface)
+	} else {
+		k, err = syscall.Write(int(rec.fd), l.preface)
+	}
+	if err != nil || k != len(l.preface) {
 		l.finalize(rec, fmt.Errorf("warren: sending preface: %v", err))
 		return 0, false
 	}
@@ -835,7 +890,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		return true
 	}
 	p := l.peerOf(rec, nil)
-	c := &fedConn{l: l, fd: int(rec.fd), local: p.LocalAddr, remote: p.RemoteAddr}
+	c := l.connOf(rec, p)
 	sc := &serverConn{srv: s, conn: c, peer: p, uid: -1}
 	if p.HasCred {
 		sc.uid = p.UID
@@ -887,7 +942,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 func (l *evLoop) hibernate(rec *loopConn) {
 	s := l.srv
 	a := rec.act
-	if a.plen > 0 || a.refuse != "" {
+	if l.partial(a) || a.refuse != "" || a.conn != nil && a.conn.controlPending() {
 		return
 	}
 	if a.sess != nil {
@@ -915,6 +970,15 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		s.mu.Unlock()
 		s.ev.hibernations.Add(1)
 	}
+	if a.conn != nil {
+		a.conn.retire()
+	}
+	if a.ws != nil {
+		rec.flags &^= flWSMsg
+		if inMsg, _ := a.ws.fr.Idle(); inMsg {
+			rec.flags |= flWSMsg
+		}
+	}
 	l.removeActive(rec)
 }
 
@@ -925,7 +989,7 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 	if a == nil {
 		return true
 	}
-	if a.plen > 0 {
+	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
 		return false
 	}
 	return a.sess == nil || a.sc.calls.Load() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
@@ -992,7 +1056,7 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 	if err != nil {
 		return
 	}
-	hc := &handoffConn{Conn: c, prefix: prefix, peer: p}
+	hc := &handoffConn{Conn: c, prefix: prefix, peer: p, adopt: l.submit}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -1033,6 +1097,12 @@ var (
 
 func (l *evLoop) check(rec *loopConn) {
 	a := rec.act
+	if a.ws != nil && a.ws.drain {
+		if !l.now.Before(a.closeAt) {
+			l.finalize(rec, a.ws.err)
+		}
+		return
+	}
 	var err error
 	switch {
 	case a.conn != nil && a.conn.isClosed():
@@ -1041,7 +1111,7 @@ func (l *evLoop) check(rec *loopConn) {
 		err = errHandshakeTimeout
 	case !a.closeAt.IsZero() && !l.now.Before(a.closeAt):
 		err = mux.ErrClosed // refused, and told so
-	case a.plen > 0 && l.readTimeout > 0 && l.now.Sub(a.since) >= l.readTimeout:
+	case l.partial(a) && l.readTimeout > 0 && l.now.Sub(a.since) >= l.readTimeout:
 		err = errReadTimeout
 	case a.conn != nil && a.conn.writeTimedOut(l.now) && a.sess.WriteBacklog() > 0:
 		err = os.ErrDeadlineExceeded
@@ -1050,7 +1120,7 @@ func (l *evLoop) check(rec *loopConn) {
 		l.finalize(rec, err)
 		return
 	}
-	if rec.state == stHandshake || !a.closeAt.IsZero() || a.plen > 0 || l.now.Sub(a.lastIO) < hibernateAfter {
+	if rec.state == stHandshake || !a.closeAt.IsZero() || l.partial(a) || l.now.Sub(a.lastIO) < hibernateAfter {
 		return
 	}
 	switch {
@@ -1101,6 +1171,12 @@ func (l *evLoop) goAway(rec *loopConn, code status.Code, msg string) {
 	b := wire.AppendHeader(buf[:0], wire.Header{Type: wire.TypeGoAway})
 	b = wire.AppendGoAway(b, last, uint32(code), msg)
 	wire.PutHeader(b, wire.Header{Length: uint32(len(b) - wire.HeaderSize), Type: wire.TypeGoAway})
+	if rec.flags&flWS != 0 {
+		var fb [160]byte
+		f := wsframe.AppendHeader(fb[:0], len(b))
+		f = append(f, b...)
+		b = wsframe.AppendClose(f, wsframe.CloseNormal)
+	}
 	syscall.Write(int(rec.fd), b)
 }
 
@@ -1147,6 +1223,15 @@ type fedConn struct {
 	closed bool       // no more writes: closed by the session, or retired by the loop
 	out    bool       // registered for EPOLLOUT
 	paused bool       // not registered for EPOLLIN
+
+	// WebSocket connections only: each Write is one binary frame.
+	fr       evloop.Framing
+	hdr      [16]byte // the header of the frame being written
+	hoff     uint8    // hdr[hoff:hlen] is still to write
+	hlen     uint8
+	left     int    // payload bytes of the frame being written still to write
+	ctl      []byte // control frames (pong, close) waiting for the socket or the end of a frame
+	wsClosed bool   // a close frame was sent or queued: no data frame may follow
 }
 
 var _ mux.FedConn = (*fedConn)(nil)
@@ -1156,6 +1241,9 @@ func (c *fedConn) Write(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, net.ErrClosed
+	}
+	if c.fr != nil {
+		return c.writeWSLocked(b)
 	}
 	n := 0
 	for n < len(b) {
@@ -1169,7 +1257,7 @@ func (c *fedConn) Write(b []byte) (int, error) {
 		case unix.EAGAIN:
 			return n, mux.ErrWouldBlock
 		default:
-			return n, &net.OpError{Op: "write", Net: c.l.ls.netw, Source: c.local, Addr: c.remote, Err: os.NewSyscallError("write", err)}
+			return n, c.writeError(err)
 		}
 	}
 	return n, nil
@@ -1206,6 +1294,9 @@ func (c *fedConn) writableEvent() bool {
 		return false
 	}
 	c.out = false
+	if c.fr != nil && len(c.ctl) > 0 && c.atBoundary() && c.flushControlLocked() == mux.ErrWouldBlock {
+		c.out = true
+	}
 	c.l.p.Mod(c.fd, c.events())
 	return true
 }
@@ -1245,7 +1336,18 @@ func (c *fedConn) Close() error {
 		return nil
 	}
 	c.closed = true
-	unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	if c.fr != nil {
+		// End the WebSocket connection with a close frame, if it can go
+		// out now, and let the peer read what was sent before it.
+		if !c.wsClosed && c.atBoundary() && len(c.ctl) == 0 {
+			var b [4]byte
+			syscall.Write(c.fd, c.fr.AppendClose(b[:0], wsframe.CloseNormal))
+		}
+		c.wsClosed = true
+		unix.Shutdown(c.fd, unix.SHUT_WR)
+	} else {
+		unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	}
 	c.l.p.Wake()
 	return nil
 }

@@ -1,8 +1,11 @@
 package rpc
 
 import (
+	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/warrenipc/warren/transport"
 )
 
 // eventLoopSuite are the package's behaviour tests that run a second time
@@ -71,7 +74,16 @@ var eventLoopSuite = []struct {
 func TestEventLoopSuite(t *testing.T) {
 	testEventLoop = true
 	t.Cleanup(func() { testEventLoop = false })
+	runLoopSuite(t, nil)
+}
+
+// runLoopSuite runs the event-loop suite, less the tests in skip, checking
+// that an event loop served each.
+func runLoopSuite(t *testing.T, skip map[string]bool) {
 	for _, tc := range eventLoopSuite {
+		if skip[tc.name] {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			before := loopsStarted.Load()
 			tc.fn(t)
@@ -80,4 +92,46 @@ func TestEventLoopSuite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testWebSocket makes testServer serve on a ws:// listener and its client
+// dial it, so that the tests that use it run over WebSocket.
+var testWebSocket bool
+
+// testServerWS is testServer over WebSocket.
+func testServerWS(t testing.TB, srv *Server, copts *ClientOptions) *Client {
+	t.Helper()
+	l, err := transport.Listen("ws://127.0.0.1:0/warren", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	var o ClientOptions
+	if copts != nil {
+		o = *copts
+	}
+	o.Dialer = nil
+	c, err := Dial(l.Endpoint().String(), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestEventLoopWSSuite runs the event-loop suite once more over WebSocket
+// (the loop then serves the WebSocket connections itself), less Reconnect
+// (it restarts a server on the same unix socket path) and Soak (the same
+// calls as UnaryRaw and ConcurrentCalls, many more times).
+func TestEventLoopWSSuite(t *testing.T) {
+	testEventLoop, testWebSocket = true, true
+	t.Cleanup(func() { testEventLoop, testWebSocket = false, false })
+	runLoopSuite(t, map[string]bool{"Reconnect": true, "Soak": true})
 }

@@ -250,6 +250,9 @@ func (s *Server) serveWebSocket(sc *serverConn, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return // UpgradeWebSocket has answered the request
 	}
+	if s.adoptWebSocket(sc, conn) {
+		return // an event loop serves it
+	}
 	s.serveSession(sc, conn, "", false)
 }
 

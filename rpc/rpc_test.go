@@ -32,6 +32,9 @@ type echoReply struct {
 // for it. Both are closed when the test ends.
 func testServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 	t.Helper()
+	if testWebSocket {
+		return testServerWS(t, srv, copts)
+	}
 	path := filepath.Join(t.TempDir(), "s.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {

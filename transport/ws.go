@@ -11,9 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+
+	"github.com/warrenipc/warren/internal/wsframe"
 )
 
 // WebSocket close codes (RFC 6455, section 7.4.1) that this package sends or
@@ -223,11 +224,7 @@ func (c *wsConn) nextFrame() error {
 	if err != nil { // only ws.ErrHeaderLengthMSB: the bytes are buffered
 		return c.fail(WebSocketCloseProtocolError, "frame length has its most significant bit set")
 	}
-	if reason := c.checkHeader(h, b1&0x7f); reason != "" {
-		code := WebSocketCloseProtocolError
-		if reason == wsTextRefused {
-			code = WebSocketCloseUnsupportedData
-		}
+	if code, reason := c.checkHeader(h, b1&0x7f); reason != "" {
 		return c.fail(code, reason)
 	}
 	if h.OpCode.IsControl() {
@@ -248,34 +245,10 @@ func (c *wsConn) nextFrame() error {
 	return nil
 }
 
-const wsTextRefused = "text message refused: warren carries binary messages only"
-
-// checkHeader returns why h breaks RFC 6455 for this side, or "". lenBits
-// are the 7 length bits of the header's second byte.
-func (c *wsConn) checkHeader(h ws.Header, lenBits byte) string {
-	switch {
-	case h.Rsv != 0:
-		return "reserved bits set without a negotiated extension"
-	case h.OpCode.IsReserved():
-		return fmt.Sprintf("reserved opcode %#x", byte(h.OpCode))
-	case c.client && h.Masked:
-		return "masked frame from the server"
-	case !c.client && !h.Masked:
-		return "unmasked frame from the client"
-	case lenBits == 126 && h.Length < 126, lenBits == 127 && h.Length <= 0xffff:
-		return "frame length not in its shortest encoding"
-	case h.OpCode.IsControl() && h.Length > ws.MaxControlFramePayloadSize:
-		return "control frame longer than 125 bytes"
-	case h.OpCode.IsControl() && !h.Fin:
-		return "fragmented control frame"
-	case h.OpCode == ws.OpContinuation && !c.inMsg:
-		return "continuation frame outside a fragmented message"
-	case h.OpCode.IsData() && h.OpCode != ws.OpContinuation && c.inMsg:
-		return "new message before the end of a fragmented one"
-	case h.OpCode == ws.OpText:
-		return wsTextRefused
-	}
-	return ""
+// checkHeader returns the close code and why h breaks RFC 6455 for this
+// side, or "". lenBits are the 7 length bits of the header's second byte.
+func (c *wsConn) checkHeader(h ws.Header, lenBits byte) (int, string) {
+	return wsframe.CheckHeader(h, lenBits, c.client, c.inMsg)
 }
 
 // queuePong has the writer answer a ping with payload. Only the latest
@@ -308,19 +281,9 @@ func (c *wsConn) flushPong() {
 // closeReceived handles the peer's close frame: it answers it, if this side
 // has not sent one yet, and closes the connection.
 func (c *wsConn) closeReceived(payload []byte) error {
-	code, reason := WebSocketCloseNoStatus, ""
-	switch {
-	case len(payload) == 1:
-		return c.fail(WebSocketCloseProtocolError, "close frame with a 1-byte payload")
-	case len(payload) >= 2:
-		code = int(binary.BigEndian.Uint16(payload))
-		if !validCloseCode(code) {
-			return c.fail(WebSocketCloseProtocolError, fmt.Sprintf("close frame with code %d, which may not be sent", code))
-		}
-		if !utf8.Valid(payload[2:]) {
-			return c.fail(WebSocketCloseInvalidData, "close frame whose reason is not UTF-8")
-		}
-		reason = string(payload[2:])
+	code, reason, failCode, why := wsframe.ParseClose(payload)
+	if failCode != 0 {
+		return c.fail(failCode, why)
 	}
 	var echo [2]byte
 	n := 0
@@ -343,19 +306,6 @@ func (c *wsConn) closeReceived(payload []byte) error {
 	}
 	c.closeConn()
 	return err
-}
-
-// validCloseCode reports whether an endpoint may send code in a close frame:
-// the codes RFC 6455 defines for that, those registered with IANA since
-// (1012 to 1014), and the ranges for libraries and applications.
-func validCloseCode(code int) bool {
-	switch {
-	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
-		return true
-	case code >= 3000 && code <= 4999:
-		return true
-	}
-	return false
 }
 
 // fail ends the read side because the peer broke the protocol: it sends a
@@ -615,20 +565,37 @@ func (c *wsConn) Close() error {
 			if !c.closeFrameOut() {
 				break // the stream is broken: there is no handshake to wait for
 			}
+			deadline := time.Now().Add(wsCloseTimeout)
 			if c.readMu.TryLock() {
 				// No Read is running: wait for the peer's close frame here.
-				c.conn.SetReadDeadline(time.Now().Add(wsCloseTimeout))
+				c.conn.SetReadDeadline(deadline)
 				c.drainFrames()
 				c.readMu.Unlock()
-			} else {
-				// A Read is running and will see the peer's close frame.
-				t := time.NewTimer(wsCloseTimeout)
+				break
+			}
+			// A Read is running and will see the peer's close frame,
+			// unless it returns with data and its caller reads no more:
+			// then wait here.
+			t := time.NewTimer(wsCloseTimeout)
+			poll := time.NewTicker(10 * time.Millisecond)
+		wait:
+			for {
 				select {
 				case <-c.readDone:
+					break wait
 				case <-t.C:
+					break wait
+				case <-poll.C:
+					if c.readMu.TryLock() {
+						c.conn.SetReadDeadline(deadline)
+						c.drainFrames()
+						c.readMu.Unlock()
+						break wait
+					}
 				}
-				t.Stop()
 			}
+			poll.Stop()
+			t.Stop()
 		}
 		c.closeErr = c.closeConn()
 	})

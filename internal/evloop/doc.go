@@ -10,19 +10,27 @@ package evloop
 // identity: unix and tcp connections carry warren bytes as they are.
 //
 // The event loop calls Decode on its goroutine with the bytes it read, and
-// Encode under the connection's write lock with the bytes a session writes.
-// A Framing is per connection and may keep state (masking keys, a message
-// being reassembled); it must not block.
-//
-// This is the seam the WebSocket transport is to implement; rpc's event loop
-// does not use it yet (see ARCHITECTURE.md, "Event loop").
+// AppendHeader and AppendClose under the connection's write lock. A Framing
+// is per connection and keeps the decoding state (the frame being read, a
+// fragmented message); it must not block. wsframe.Decoder implements it for
+// WebSocket.
 type Framing interface {
-	// Decode consumes whole transport frames at the start of src, appends
-	// the warren bytes they carry to dst, and returns dst, the number of
-	// bytes of src consumed (the rest is the start of a frame), and any
-	// control reply to write back (a pong, a close frame).
+	// Decode parses the transport frames at the start of src and appends
+	// the warren bytes they carry to dst, which may be src[:0] (decoding
+	// in place). It returns dst, the number of bytes of src consumed (the
+	// rest, the start of a frame header or of a control frame, is passed
+	// again with the bytes that follow), and a control reply to write back
+	// (a pong, a close frame), valid until the next call: Decode returns
+	// after each reply. An error ends the connection (io.EOF for a normal
+	// close); the reply, if any, goes out first.
 	Decode(dst, src []byte) (out []byte, n int, reply []byte, err error)
-	// Encode appends the transport's encoding of the warren bytes p (one
-	// binary frame) to dst.
-	Encode(dst, p []byte) []byte
+	// AppendHeader appends the header of one frame that carries the n
+	// warren bytes written after it.
+	AppendHeader(dst []byte, n int) []byte
+	// AppendClose appends the frame that ends the connection with code.
+	AppendClose(dst []byte, code int) []byte
+	// Idle reports whether the decoder is between frames, so that the
+	// loop may drop it while the connection hibernates, and the one bit of
+	// state to make its successor with (a fragmented message under way).
+	Idle() (state, ok bool)
 }

@@ -1,0 +1,459 @@
+//go:build linux
+
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/wsframe"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/transport"
+)
+
+// WebSocket connections on the event loop. The opening handshake runs in
+// goroutine mode, as it does without the loop: for a ws:// listener on a
+// goroutine that the loop starts for a connection it accepted, for an
+// upgrade through the HTTP bridge on the bridge's goroutine (serveWebSocket).
+// Then the connection's descriptor is duplicated, the net.Conn closed (it
+// leaves the runtime poller) and the descriptor handed to the loop with the
+// bytes read past the handshake (submit); the loop takes it (adopt) like a
+// connection it accepted, with the flWS flag. From then on the loop reads
+// the socket into its buffer and an evloop.Framing (wsframe.Decoder) turns
+// what it read into warren bytes, in place, keeping at most a frame header
+// or a control frame (wsframe.MaxHold bytes) until more arrives; replies
+// (pong, close) go out through the fedConn, between data frames. A write of
+// the session is one binary frame: the fedConn writes its header with the
+// start of the payload and keeps, across EAGAIN, how much of the frame is
+// left. An idle WebSocket connection is its record, like any other, with
+// one bit (flWSMsg) for a fragmented message under way.
+
+// wsDrainTimeout bounds how long the loop waits for a peer that broke the
+// protocol to close the connection after the close frame telling it why,
+// as the goroutine mode does.
+var wsDrainTimeout = 5 * time.Second
+
+// wsCutFrames counts the frames a full socket cut (for the tests).
+var wsCutFrames atomic.Uint64
+
+// wsConn is the WebSocket state of an active connection.
+type wsConn struct {
+	fr    evloop.Framing
+	hold  [wsframe.MaxHold]byte // the start of a frame header or control frame
+	nhold uint8
+	drain bool  // the connection failed: discard input until the peer closes
+	err   error // why it failed
+}
+
+// partial reports whether a is in the middle of a frame: a warren frame or,
+// on WebSocket, a WebSocket frame.
+func (l *evLoop) partial(a *activeConn) bool {
+	if a.plen > 0 {
+		return true
+	}
+	if w := a.ws; w != nil {
+		_, idle := w.fr.Idle()
+		return w.nhold > 0 || !idle
+	}
+	return false
+}
+
+// connOf returns rec's fedConn, making it (and, on WebSocket, the decoder)
+// if the connection has none.
+func (l *evLoop) connOf(rec *loopConn, p *peer.Peer) *fedConn {
+	a := rec.act
+	if a.conn != nil && !a.conn.isClosed() {
+		return a.conn
+	}
+	c := &fedConn{l: l, fd: int(rec.fd), local: p.LocalAddr, remote: p.RemoteAddr}
+	if rec.flags&flWS != 0 {
+		if a.ws == nil {
+			a.ws = &wsConn{fr: wsframe.NewDecoder(rec.flags&flWSMsg != 0)}
+		}
+		c.fr = a.ws.fr
+	}
+	a.conn = c
+	return c
+}
+
+// adoption is a WebSocket connection handed to the loop after its opening
+// handshake.
+type adoption struct {
+	fd   int
+	data []byte // bytes read past the handshake
+	p    *peer.Peer
+}
+
+// wsHandshake runs the opening handshake of a connection accepted on a
+// ws:// listener on a goroutine of its own, then hands it back to the loop.
+// Until then the connection is not counted, as in goroutine mode, where
+// ServeConn counts a connection after its handshake.
+func (l *evLoop) wsHandshake(fd int, p *peer.Peer) {
+	s := l.srv
+	l.table.free(fd)
+	f := os.NewFile(uintptr(fd), "")
+	c, err := net.FileConn(f) // a duplicate, in the runtime's poller
+	f.Close()
+	if err != nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, l.hsTimeout)
+		buffered, err := wsframe.ServerHandshake(ctx, l.ls.tl, c)
+		cancel()
+		if err != nil {
+			s.rejected.Add(1)
+			c.Close()
+			return
+		}
+		l.submit(c, buffered, p)
+	}()
+}
+
+// submit hands c, a WebSocket connection whose opening handshake is done,
+// to the loop, with data, the bytes read past the handshake. It takes a
+// duplicate of c's descriptor and closes c. It reports whether the loop
+// took the connection; if not, the connection is closed.
+func (l *evLoop) submit(c net.Conn, data []byte, p *peer.Peer) bool {
+	fd := -1
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			rc.Control(func(f uintptr) {
+				if d, err := unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0); err == nil {
+					fd = d
+				}
+			})
+		}
+	}
+	c.Close()
+	if fd < 0 {
+		return false
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return false
+	}
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	if l.adoptOff {
+		unix.Close(fd)
+		return false
+	}
+	l.adopts = append(l.adopts, adoption{fd: fd, data: data, p: p})
+	l.p.Wake()
+	return true
+}
+
+// takeAdoptions adopts the connections submitted since the last round.
+func (l *evLoop) takeAdoptions() {
+	l.amu.Lock()
+	q := l.adopts
+	l.adopts = nil
+	l.amu.Unlock()
+	for _, a := range q {
+		l.adopt(a)
+	}
+}
+
+// endAdoptions refuses further submissions and closes those not taken.
+func (l *evLoop) endAdoptions() {
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	l.adoptOff = true
+	for _, a := range l.adopts {
+		unix.Close(a.fd)
+	}
+	l.adopts = nil
+}
+
+// adopt serves a WebSocket connection whose opening handshake is done: the
+// warren handshake follows, in binary messages.
+func (l *evLoop) adopt(ad adoption) {
+	fd, p := ad.fd, ad.p
+	rec := l.table.get(fd)
+	*rec = loopConn{fd: int32(fd), uid: -1, gid: -1, state: stHandshake, flags: flWS}
+	if p.HasCred {
+		rec.uid, rec.gid, rec.pid = int32(p.UID), int32(p.GID), int32(p.PID)
+		rec.flags |= flCred
+	}
+	if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			copy(rec.ip[:], ip4)
+			rec.flags |= flIPv4
+		} else {
+			copy(rec.ip[:], ta.IP.To16())
+		}
+		rec.port = uint16(ta.Port)
+	}
+	if !l.open(rec, p) {
+		return
+	}
+	for data := ad.data; len(data) > 0 && rec.state != stFree && rec.act != nil; {
+		data = data[l.readWS(rec, data):]
+	}
+}
+
+// readWS reads once from the socket of rec, a WebSocket connection, or
+// takes in (bytes read before the loop had the connection) instead, and
+// handles what arrived. It returns how many bytes of in it took.
+func (l *evLoop) readWS(rec *loopConn, in []byte) int {
+	fd := int(rec.fd)
+	a := rec.act
+	buf := l.rbuf
+	k := 0
+	if a != nil && a.ws != nil {
+		if a.ws.drain {
+			if in != nil {
+				return len(in)
+			}
+			n, err := syscall.Read(fd, buf)
+			if err == unix.EAGAIN || err == unix.EINTR {
+				return 0
+			}
+			if err != nil || n == 0 {
+				l.finalize(rec, a.ws.err)
+			}
+			return 0
+		}
+		k = copy(buf, a.ws.hold[:a.ws.nhold])
+	}
+	var n int
+	if in != nil {
+		n = copy(buf[k:], in)
+	} else {
+		var err error
+		n, err = syscall.Read(fd, buf[k:])
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			return 0
+		case err != nil:
+			l.finalize(rec, os.NewSyscallError("read", err))
+			return 0
+		case n == 0:
+			reason := "connection closed without a close frame"
+			if a != nil && l.partial(a) {
+				reason = "connection closed in the middle of a frame"
+			}
+			l.finalize(rec, &transport.WebSocketError{Code: wsframe.CloseAbnormal, Reason: reason, Err: io.ErrUnexpectedEOF})
+			return 0
+		}
+	}
+	rec.last = l.clock()
+	if a == nil { // a hibernating connection wakes up
+		if !l.activate(rec) {
+			return n
+		}
+		a = rec.act
+	}
+	a.lastIO = l.now
+	wasPartial := l.partial(a)
+	w := a.ws
+	src := buf[:k+n]
+	out := src[:0] // decoded in place
+	used := 0
+	var err error
+	for {
+		var m int
+		var reply []byte
+		out, m, reply, err = w.fr.Decode(out, src[used:])
+		used += m
+		if reply != nil {
+			a.conn.control(reply, err != nil)
+		}
+		if err != nil || reply == nil {
+			break
+		}
+	}
+	if err == nil {
+		w.nhold = uint8(copy(w.hold[:], src[used:]))
+	}
+	if len(out) > 0 {
+		if a.plen > 0 {
+			l.appendPend(a, out)
+			l.handle(rec, a, a.pend.B[:a.plen], true)
+		} else {
+			l.handle(rec, a, out, false)
+		}
+		if rec.act != a {
+			return n // closed
+		}
+	}
+	if err != nil {
+		l.wsEnd(rec, a, err)
+		return n
+	}
+	if !wasPartial && a.plen == 0 && rec.state != stHandshake && l.partial(a) {
+		a.since = l.now // a WebSocket frame began (the handshake keeps its start)
+	}
+	return n
+}
+
+// appendPend appends b to the start of a warren frame held in a.pend.
+func (l *evLoop) appendPend(a *activeConn, b []byte) {
+	if need := a.plen + len(b); need > len(a.pend.B) {
+		nb := pool.Get(max(need, 2*len(a.pend.B)))
+		nb.B = nb.B[:cap(nb.B)]
+		copy(nb.B, a.pend.B[:a.plen])
+		pool.Put(a.pend)
+		a.pend = nb
+	}
+	a.plen += copy(a.pend.B[a.plen:], b)
+}
+
+// wsEnd ends a WebSocket connection after the decoder's error: the peer's
+// close frame (answered already) or a protocol error (the close frame
+// saying why is out: the peer gets time to read it and close).
+func (l *evLoop) wsEnd(rec *loopConn, a *activeConn, err error) {
+	var fe *wsframe.Error
+	if !errors.As(err, &fe) {
+		l.finalize(rec, err) // io.EOF: a normal close
+		return
+	}
+	err = &transport.WebSocketError{Code: fe.Code, Reason: fe.Reason, Remote: fe.Remote}
+	if fe.Remote {
+		l.finalize(rec, err)
+		return
+	}
+	unix.Shutdown(int(rec.fd), unix.SHUT_WR)
+	a.ws.drain, a.ws.err = true, err
+	a.closeAt = l.now.Add(wsDrainTimeout)
+	if a.conn != nil {
+		a.conn.setPaused(false) // read until the peer closes
+	}
+	if a.sess != nil {
+		a.sess.FeedError(err)
+	}
+}
+
+// writeWSLocked writes b as one binary frame, or continues the frame a
+// write that would have blocked began: hdr[hoff:hlen] and left bytes of
+// payload, which start b, are still to write. c.mu is held.
+func (c *fedConn) writeWSLocked(b []byte) (int, error) {
+	n := 0
+	for {
+		if c.atBoundary() {
+			if len(c.ctl) > 0 {
+				if err := c.flushControlLocked(); err != nil {
+					return n, err
+				}
+			}
+			if n == len(b) {
+				return n, nil
+			}
+			if c.wsClosed {
+				return n, net.ErrClosed
+			}
+			h := c.fr.AppendHeader(c.hdr[:0], len(b)-n)
+			c.hoff, c.hlen, c.left = 0, uint8(len(h)), len(b)-n
+		}
+		var k int
+		var err error
+		if c.hoff < c.hlen {
+			// The header goes out with the start of the payload.
+			var buf [2048]byte
+			x := copy(buf[:], c.hdr[c.hoff:c.hlen])
+			p := copy(buf[x:], b[n:n+min(c.left, len(b)-n)])
+			k, err = syscall.Write(c.fd, buf[:x+p])
+			if k > 0 {
+				hk := min(k, x)
+				c.hoff += uint8(hk)
+				n += k - hk
+				c.left -= k - hk
+			}
+		} else {
+			p := min(c.left, len(b)-n)
+			if p == 0 {
+				return n, nil // the rest of the frame comes with the next Write
+			}
+			k, err = syscall.Write(c.fd, b[n:n+p])
+			if k > 0 {
+				n += k
+				c.left -= k
+			}
+		}
+		switch err {
+		case nil, unix.EINTR:
+		case unix.EAGAIN:
+			if !c.atBoundary() {
+				wsCutFrames.Add(1)
+			}
+			return n, mux.ErrWouldBlock
+		default:
+			return n, c.writeError(err)
+		}
+	}
+}
+
+// atBoundary reports whether no data frame is partly written. c.mu is held.
+func (c *fedConn) atBoundary() bool { return c.hoff == c.hlen && c.left == 0 }
+
+// flushControlLocked writes the control frames waiting in c.ctl. c.mu is
+// held and no data frame is partly written.
+func (c *fedConn) flushControlLocked() error {
+	for len(c.ctl) > 0 {
+		k, err := syscall.Write(c.fd, c.ctl)
+		if k > 0 {
+			c.ctl = c.ctl[k:]
+		}
+		switch err {
+		case nil, unix.EINTR:
+		case unix.EAGAIN:
+			return mux.ErrWouldBlock
+		default:
+			c.ctl = nil
+			return c.writeError(err)
+		}
+	}
+	c.ctl = nil
+	return nil
+}
+
+// control sends a control frame the decoder asked for (a pong, a close
+// frame, which is the last frame sent) as soon as no data frame is partly
+// written; the loop calls it.
+func (c *fedConn) control(b []byte, isClose bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wsClosed || c.closed && !isClose {
+		return
+	}
+	if isClose {
+		c.wsClosed = true
+	}
+	if len(c.ctl) > 0 || !c.atBoundary() {
+		c.ctl = append(c.ctl, b...)
+		return
+	}
+	k, err := syscall.Write(c.fd, b)
+	if err == unix.EAGAIN || err == unix.EINTR || err == nil && k < len(b) {
+		c.ctl = append(c.ctl, b[max(k, 0):]...)
+		if !c.closed && !c.out {
+			c.out = true
+			c.l.p.Mod(c.fd, c.events())
+		}
+	}
+}
+
+// controlPending reports whether control frames wait to be written.
+func (c *fedConn) controlPending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ctl) > 0
+}
+
+func (c *fedConn) writeError(err error) error {
+	return &net.OpError{Op: "write", Net: c.l.ls.netw, Source: c.local, Addr: c.remote, Err: os.NewSyscallError("write", err)}
+}
