@@ -25,10 +25,13 @@ func TestHandshake(t *testing.T) {
 			if got, want := c.PeerSettings(), sset.WithDefaults(); got != want {
 				t.Errorf("client PeerSettings = %+v, want %+v", got, want)
 			}
-			if got, want := s.PeerSettings(), cset.WithDefaults(); got != want {
+			// The client announces a large window, not set in cset.
+			want := cset.WithDefaults()
+			want.InitialWindow = 2 << 20
+			if got := s.PeerSettings(); got != want {
 				t.Errorf("server PeerSettings = %+v, want %+v", got, want)
 			}
-			if got, want := c.LocalSettings(), cset.WithDefaults(); got != want {
+			if got := c.LocalSettings(); got != want {
 				t.Errorf("client LocalSettings = %+v, want %+v", got, want)
 			}
 			if err := unaryEcho(testCtx(t), c, "echo", []byte("hello")); err != nil {
@@ -36,6 +39,51 @@ func TestHandshake(t *testing.T) {
 			}
 			if c.Err() != nil || s.Err() != nil {
 				t.Fatalf("sessions ended: client %v, server %v", c.Err(), s.Err())
+			}
+		})
+	}
+}
+
+// TestHandshakeLargeDefaults checks the MaxFrameSize and InitialWindow a
+// session announces when its Config leaves them unset: a client announces
+// 512 KiB and 2 MiB, and a server mirrors the client, from the protocol's
+// defaults up to those, so that a peer announcing the defaults sees the
+// defaults. Settings that are set are announced as they are.
+func TestHandshakeLargeDefaults(t *testing.T) {
+	def := wire.DefaultSettings()
+	large := def
+	large.MaxFrameSize, large.InitialWindow = 512<<10, 2<<20
+	for _, tc := range []struct {
+		name       string
+		cset, sset wire.Settings
+		wantC      wire.Settings // what the client announces
+		wantS      wire.Settings // what the server announces
+	}{
+		{"unset", wire.Settings{}, wire.Settings{}, large, large},
+		{"client at the defaults", def, wire.Settings{}, def, def},
+		{"client in between", wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1536 << 10}, wire.Settings{},
+			wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1536 << 10}.WithDefaults(),
+			wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1536 << 10}.WithDefaults()},
+		{"client above", wire.Settings{MaxFrameSize: 4 << 20, InitialWindow: 8 << 20}, wire.Settings{},
+			wire.Settings{MaxFrameSize: 4 << 20, InitialWindow: 8 << 20}.WithDefaults(), large},
+		{"server set", wire.Settings{}, wire.Settings{MaxFrameSize: 32 << 10, InitialWindow: 64 << 10}, large,
+			wire.Settings{MaxFrameSize: 32 << 10, InitialWindow: 64 << 10}.WithDefaults()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newServer(t, echoUnary)
+			c, s := newPair(t, connKinds[1], &mux.Config{Settings: tc.cset}, ts.config(tc.sset))
+			if got := c.LocalSettings(); got != tc.wantC || s.PeerSettings() != got {
+				t.Errorf("client announced %+v (server saw %+v), want %+v", got, s.PeerSettings(), tc.wantC)
+			}
+			if got := s.LocalSettings(); got != tc.wantS || c.PeerSettings() != got {
+				t.Errorf("server announced %+v (client saw %+v), want %+v", got, c.PeerSettings(), tc.wantS)
+			}
+			msg := make([]byte, 3<<20) // several frames, whatever their size
+			for i := range msg {
+				msg[i] = byte(i)
+			}
+			if err := unaryEcho(testCtx(t), c, "echo", msg); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -84,7 +84,11 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 		}
 	}
 	st := s.newClientStream()
-	inline := msg != nil && uint32(len(msg)) <= s.frameSize && s.tryConnCredit(len(msg))
+	// A small message goes with the call header, in the same write; a
+	// large one is written in place by Send (writer.writeDirect), and the
+	// call header, left in the writer's buffer, goes in the same write.
+	large := msg != nil && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin)
+	inline := msg != nil && !large && s.tryConnCredit(len(msg))
 	b, err := s.w.lock()
 	if err == nil {
 		err = s.registerLocked(st)
@@ -115,13 +119,16 @@ func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout 
 		}
 		b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
 	}
-	if err := s.w.unlock(b); err != nil {
+	if large {
+		s.w.unlockLater(b)
+	} else if err := s.w.unlock(b); err != nil {
 		st.Release()
 		return nil, err
 	}
 	if msg != nil && !inline {
 		if err := st.Send(ctx, msg, end); err != nil {
 			st.Cancel()
+			s.w.kick() // the call header, if it is still buffered
 			st.Release()
 			return nil, err
 		}
@@ -166,11 +173,19 @@ func (s *Session) returnConnCredit(n int) { s.onWindow(0, uint32(n)) }
 // peer's frame size is sent in chunks that other streams' frames may
 // interleave with.
 func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
+	return st.send(ctx, msg, end, nil)
+}
+
+// send is Send. tail, if not nil, holds frames of the stream written right
+// after the message's last frame, in the same write (the trailers, from
+// Finish, which removes the stream from the session just before that
+// write).
+func (st *Stream) send(ctx context.Context, msg []byte, end bool, tail []byte) error {
 	s := st.s
 	if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
 		return err
 	}
-	if uint32(len(msg)) <= s.frameSize {
+	if uint32(len(msg)) <= s.frameSize && len(msg) < directMin {
 		if err := st.acquire(ctx, len(msg), end); err != nil {
 			return err
 		}
@@ -178,9 +193,15 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 		if end {
 			flags = wire.FlagEnd
 		}
-		b, err := s.w.lock()
+		b, err := s.w.lockFor(st)
 		if err == nil {
 			b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
+			if tail != nil {
+				s.remove(st)
+				b = append(b, tail...)
+			}
+		} else {
+			s.returnConnCredit(len(msg)) // never sent
 		}
 		if uerr := s.w.unlock(b); err == nil {
 			err = uerr
@@ -199,9 +220,20 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 	var hdrBuf [wire.HeaderSize + 4]byte
 	rest := msg
 	first := true
+	chunked := uint32(len(msg)) > s.frameSize // else one frame, without the length prefix
+	per := len(msg)                           // frame payload size
+	if chunked {
+		// As few frames as the frame size allows, of equal size: a 1 MiB
+		// message in 512 KiB frames is three frames of about 341 KiB, not
+		// two full ones and a third of the 4 bytes the length prefix
+		// pushed out.
+		total := len(msg) + 4
+		frames := (total + int(s.frameSize) - 1) / int(s.frameSize)
+		per = (total + frames - 1) / frames
+	}
 	for len(rest) > 0 {
-		n := int(s.frameSize)
-		if first {
+		n := per
+		if first && chunked {
 			n -= 4
 		}
 		n = min(n, len(rest))
@@ -214,29 +246,40 @@ func (st *Stream) Send(ctx context.Context, msg []byte, end bool) error {
 			}
 		}
 		size := n
-		if first {
+		if first && chunked {
 			size += 4
 		}
 		if err := st.acquire(ctx, size, last && end); err != nil {
 			return err
 		}
 		hdr := wire.AppendHeader(hdrBuf[:0], wire.Header{Length: uint32(size), Stream: st.ID(), Type: wire.TypeData, Flags: flags})
-		if first {
+		if first && chunked {
 			hdr = append(hdr, prefix[:]...)
+		}
+		var after []byte
+		if last {
+			after = tail
 		}
 		var err error
 		if n >= directMin {
-			err = s.w.writeDirect(hdr, rest[:n])
+			err = s.w.writeDirect(st, hdr, rest[:n], after)
 		} else {
 			var b []byte
-			if b, err = s.w.lock(); err == nil {
-				b = append(append(b, hdr...), rest[:n]...)
+			if b, err = s.w.lockFor(st); err == nil {
+				if after != nil {
+					s.remove(st) // see writeDirect
+				}
+				b = append(append(append(b, hdr...), rest[:n]...), after...)
 			}
 			if uerr := s.w.unlock(b); err == nil {
 				err = uerr
 			}
 		}
 		if err != nil {
+			// The chunk was not sent (the stream failed while waiting for
+			// the writer) or the connection is lost: give the connection
+			// credit back, since the peer will never see those bytes.
+			s.returnConnCredit(size)
 			return err
 		}
 		rest = rest[n:]
@@ -409,7 +452,7 @@ func (st *Stream) signalLocked() {
 // onData handles a DATA frame for the stream on the reader goroutine.
 func (st *Stream) onData(h wire.Header, p []byte) error {
 	s := st.s
-	n := int64(len(p))
+	n := int64(h.Length) // p may lack a length prefix the reader skipped (directDst)
 	st.mu.Lock()
 	if st.ID() != h.Stream || st.rerr != nil {
 		st.mu.Unlock()
@@ -485,7 +528,9 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		}
 		st.recvEnd = true
 	}
-	st.signalLocked()
+	if st.asm == nil {
+		st.signalLocked() // a message, or the end: not for a mere chunk
+	}
 	ready := !st.requested && (len(st.queue) > st.head || st.recvEnd)
 	st.mu.Unlock()
 	if early > 0 {
@@ -621,6 +666,9 @@ func (st *Stream) fail(err error) {
 	st.signalLocked()
 	st.mu.Unlock()
 	st.wakeSender()
+	if w := &st.s.w; w.waiting.Load() > 0 {
+		w.wake() // a writer of st waiting for buffer space stops
+	}
 }
 
 // drop fails the stream with err and frees what it holds: queued messages
@@ -689,7 +737,7 @@ func (st *Stream) CloseSend() error {
 	}
 	st.sendDone = true
 	s.flowMu.Unlock()
-	b, err := s.w.lock()
+	b, err := s.w.lockFor(st)
 	if err == nil {
 		b = wire.AppendFrame(b, st.ID(), wire.TypeTrailers, wire.FlagEnd, nil)
 	}
@@ -705,7 +753,7 @@ func (st *Stream) SendHeader(md []string) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	b, err := s.w.lock()
+	b, err := s.w.lockFor(st)
 	if err == nil {
 		b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders})
 		start := len(b)
@@ -801,18 +849,26 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 			return err
 		}
 	}
-	inline := !hasMsg || uint32(len(msg)) <= s.frameSize
-	if hasMsg && inline {
+	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
+		return st.finishLarge(ctx, header, msg, code, message, details, trailer)
+	}
+	if hasMsg {
 		if err := st.acquire(ctx, len(msg), false); err != nil {
 			return err
 		}
 	}
-	if err := st.err(); err != nil {
-		return err
+	err := st.err()
+	var b []byte
+	if err == nil {
+		b, err = s.w.lockFor(st)
+		if err != nil {
+			s.w.unlock(b)
+		}
 	}
-	b, err := s.w.lock()
 	if err != nil {
-		s.w.unlock(b)
+		if hasMsg {
+			s.returnConnCredit(len(msg)) // never sent
+		}
 		return err
 	}
 	if header != nil {
@@ -821,20 +877,8 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 		b = wire.AppendMetadata(b, header)
 		setLength(b, start)
 	}
-	if hasMsg && inline {
+	if hasMsg {
 		b = wire.AppendFrame(b, st.ID(), wire.TypeData, 0, msg)
-	}
-	if !inline {
-		if err := s.w.unlock(b); err != nil {
-			return err
-		}
-		if err := st.Send(ctx, msg, false); err != nil {
-			return err
-		}
-		if b, err = s.w.lock(); err != nil {
-			s.w.unlock(b)
-			return err
-		}
 	}
 	b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeTrailers, Flags: wire.FlagEnd})
 	start := len(b)
@@ -844,6 +888,25 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 	// see it end and open the next one.
 	s.remove(st)
 	return s.w.unlock(b)
+}
+
+// finishLarge is Finish for a message written in place (see
+// writer.writeDirect): the reply metadata first, then the message with the
+// trailers in the write of its last frame.
+func (st *Stream) finishLarge(ctx context.Context, header []string, msg []byte, code status.Code, message string, details [][]byte, trailer []string) error {
+	if header != nil {
+		if err := st.SendHeader(header); err != nil {
+			return err
+		}
+	}
+	tb := pool.Get(512)
+	t := wire.AppendHeader(tb.B[:0], wire.Header{Stream: st.ID(), Type: wire.TypeTrailers, Flags: wire.FlagEnd})
+	start := len(t)
+	t = wire.AppendTrailer(t, uint32(code), message, details, trailer)
+	setLength(t, start)
+	err := st.send(ctx, msg, false, t) // t is written or copied when it returns
+	pool.Put(tb)
+	return err
 }
 
 func (st *Stream) finished() {

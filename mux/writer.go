@@ -15,21 +15,24 @@ import (
 type writer struct {
 	conn net.Conn
 
-	mu       sync.Mutex     // protects following
-	cond     sync.Cond      // signalled when a flush round ends
-	buf      []byte         // frames waiting to be written
-	spare    []byte         // the other half of the double buffer
-	flushing bool           // a caller is inside conn.Write
-	corked   bool           // hold frames back (see cork)
-	err      error          // first write error; sticky
-	onErr    func(error)    // called once, without the lock, when a write fails
-	async    sync.WaitGroup // goroutines started by unlockAsync
-	fed      FedConn        // set in fed mode (fed.go): writes never block
-	fw       fedWriter      // fed mode state
+	mu         sync.Mutex     // protects following
+	cond       sync.Cond      // signalled when a flush round ends
+	buf        []byte         // frames waiting to be written
+	spare      []byte         // the other half of the double buffer
+	flushing   bool           // a caller is inside conn.Write
+	waiting    atomic.Int32   // callers in waitRoomLocked or writeDirect's wait, which a failing stream wakes
+	corked     bool           // hold frames back (see cork)
+	err        error          // first write error; sticky
+	onErr      func(error)    // called once, without the lock, when a write fails
+	async      sync.WaitGroup // goroutines started by unlockAsync
+	asyncFn    func()         // w.asyncFlush, made once
+	asyncClaim bool           // flushing is claimed for an unlockAsync goroutine not yet running
+	fed        FedConn        // set in fed mode (fed.go): writes never block
+	fw         fedWriter      // fed mode state
 
 	open atomic.Int32 // client: streams open, mirrored from Session.streams
 
-	iov  [2][]byte   // writeDirect's buffers; only the flusher touches them
+	iov  [3][]byte   // writeDirect's buffers; only the flusher touches them
 	bufs net.Buffers // a field, so that passing its address allocates nothing
 }
 
@@ -41,6 +44,7 @@ const highWater = 256 << 10
 func (w *writer) init(conn net.Conn) {
 	w.conn = conn
 	w.cond.L = &w.mu
+	w.asyncFn = w.asyncFlush
 	w.buf = make([]byte, 0, 16<<10)
 	w.spare = make([]byte, 0, 16<<10)
 }
@@ -54,6 +58,45 @@ func (w *writer) lock() ([]byte, error) {
 	}
 	w.takeBuf()
 	return w.buf, w.err
+}
+
+// lockFor is lock for frames of st: if st fails (the peer canceled it, or
+// the call ended) while it waits for buffer space, it stops waiting and
+// returns st's error, so that a peer that stops reading cannot hold a
+// call it canceled. The caller must call unlock, as with lock.
+func (w *writer) lockFor(st *Stream) ([]byte, error) {
+	w.mu.Lock()
+	if err := w.waitRoomLocked(st); err != nil {
+		w.takeBuf()
+		return w.buf, err
+	}
+	w.takeBuf()
+	return w.buf, w.err
+}
+
+// waitRoomLocked waits, w.mu held, until the buffer has room (see
+// highWater), the writer failed, or st failed (its error is returned).
+func (w *writer) waitRoomLocked(st *Stream) error {
+	for w.err == nil && w.flushing && len(w.buf) >= highWater {
+		// Counted before looking at st, so that fail, which sets st's
+		// error before it looks at the count, cannot miss this waiter.
+		w.waiting.Add(1)
+		if err := st.err(); err != nil {
+			w.waiting.Add(-1)
+			return err
+		}
+		w.cond.Wait()
+		w.waiting.Add(-1)
+	}
+	return nil
+}
+
+// wake wakes the callers waiting for the writer, so that those waiting for
+// a stream that just failed see it.
+func (w *writer) wake() {
+	w.mu.Lock()
+	w.cond.Broadcast()
+	w.mu.Unlock()
 }
 
 // lockNoWait is lock for small control frames: it never waits for buffer
@@ -81,6 +124,25 @@ func (w *writer) unlock(b []byte) error {
 		return nil
 	}
 	return w.flushLocked()
+}
+
+// unlockLater is unlock without writing: b stays buffered for a write that
+// the caller is about to make (writeDirect, which writes what is buffered
+// first) or for the next writer. The caller must make sure it is written:
+// by writing, or with kick.
+func (w *writer) unlockLater(b []byte) {
+	w.buf = b
+	w.mu.Unlock()
+}
+
+// kick writes what is buffered if no one is writing.
+func (w *writer) kick() {
+	w.mu.Lock()
+	if w.flushing || w.corked || len(w.buf) == 0 || w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.flushLocked()
 }
 
 // flushLocked writes the pending buffer, and whatever is appended meanwhile,
@@ -129,38 +191,71 @@ type buffersWriter interface {
 	WriteBuffers(v *net.Buffers) (int64, error)
 }
 
-// writeDirect writes the frames pending in the buffer, then hdr and payload,
-// without copying payload into the buffer: the caller waits for the flusher
-// role and writes them itself, with writev where the connection has it.
-// Frames appended by others meanwhile are flushed after. It is for large
-// DATA payloads, for which the copy costs more than the wait.
-func (w *writer) writeDirect(hdr, payload []byte) error {
+// writeDirect writes the frames pending in the buffer, then hdr and
+// payload (a frame of st), then tail (st's trailers, or nil), without
+// copying payload into the buffer: the caller waits for the flusher role
+// and writes them itself, with writev where the connection has it. Frames
+// appended by others meanwhile are flushed after. It is for large DATA
+// payloads, for which the copy costs more than the wait. The wait ends if
+// st fails. With a tail, st is removed from its session just before the
+// write, so that it stops counting against MaxStreams before the peer can
+// see it end, yet a CANCEL still reaches it while it waits.
+func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	if w.fed != nil {
-		return w.appendFed(hdr, payload) // fed writes never block: copy
+		// Fed writes never block: copy (appendFed), once there is room.
+		w.mu.Lock()
+		err := w.waitRoomLocked(st)
+		w.mu.Unlock()
+		if err == nil {
+			err = w.appendFed(hdr, payload)
+		}
+		if err == nil && tail != nil {
+			b, _ := w.lockNoWait()
+			st.s.remove(st)
+			err = w.unlock(append(b, tail...))
+		}
+		return err
 	}
 	w.mu.Lock()
-	if w.err == nil && w.flushing {
-		// Another caller is writing: append a copy as lock and unlock do,
-		// rather than wait behind a write that a peer not reading could
-		// hold up indefinitely.
-		for w.err == nil && w.flushing && len(w.buf) >= highWater {
-			w.cond.Wait()
+	// Wait for the writer: st's own write costs the same wait, and a copy
+	// (of up to a frame) would cost more. If the peer stops reading, the
+	// wait ends when st fails (it cancels the call, or the connection
+	// goes), so it cannot hold a call the peer gave up on.
+	for w.err == nil && w.flushing {
+		if w.asyncClaim {
+			// The role is claimed for a goroutine of unlockAsync that has
+			// not started yet: take it over, and the frames it was to
+			// write go in this write (the goroutine then does nothing).
+			w.asyncClaim = false
+			break
 		}
-		w.takeBuf()
-		return w.unlock(append(append(w.buf, hdr...), payload...))
+		w.waiting.Add(1) // before looking at st, as in waitRoomLocked
+		if err := st.err(); err != nil {
+			w.waiting.Add(-1)
+			w.mu.Unlock()
+			return err
+		}
+		w.cond.Wait()
+		w.waiting.Add(-1)
 	}
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
 	}
-	w.flushing = true
+	if tail != nil {
+		st.s.remove(st)
+	}
+	w.flushing = true // (it may be already, taken over from unlockAsync)
 	out := append(w.buf, hdr...)
 	w.buf = w.spare[:0]
 	w.mu.Unlock()
 	var err error
-	w.iov = [2][]byte{out, payload}
+	w.iov = [3][]byte{out, payload, tail}
 	w.bufs = w.iov[:]
+	if tail == nil {
+		w.bufs = w.iov[:2]
+	}
 	switch c := w.conn.(type) {
 	case buffersWriter:
 		_, err = c.WriteBuffers(&w.bufs)
@@ -170,8 +265,11 @@ func (w *writer) writeDirect(hdr, payload []byte) error {
 		if _, err = c.Write(out); err == nil {
 			_, err = c.Write(payload)
 		}
+		if err == nil && tail != nil {
+			_, err = c.Write(tail)
+		}
 	}
-	w.iov, w.bufs = [2][]byte{}, nil // keep no reference to the caller's payload
+	w.iov, w.bufs = [3][]byte{}, nil // keep no reference to the caller's payload
 	w.mu.Lock()
 	w.spare = out[:0]
 	if err != nil && w.err == nil {
@@ -217,14 +315,23 @@ func (w *writer) unlockAsync(b []byte) {
 		return
 	}
 	w.flushing = true // claimed for the goroutine below
+	w.asyncClaim = true
 	w.mu.Unlock()
 	w.async.Add(1)
-	go func() {
-		defer w.async.Done()
-		w.mu.Lock()
-		w.flushing = false
-		w.flushLocked()
-	}()
+	go w.asyncFn() // a func value made once: starting it allocates nothing
+}
+
+// asyncFlush is the goroutine unlockAsync starts.
+func (w *writer) asyncFlush() {
+	defer w.async.Done()
+	w.mu.Lock()
+	if !w.asyncClaim {
+		w.mu.Unlock() // a writeDirect took the role over (and the frames)
+		return
+	}
+	w.asyncClaim = false
+	w.flushing = false
+	w.flushLocked()
 }
 
 // drain waits until every appended frame was written (or writing failed).

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -124,14 +126,29 @@ func TestStreamBenchServerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mode := os.Getenv("WARREN_STREAM_BENCH_MODE")
+	// WARREN_STREAM_BENCH_CPUPROFILE=prefix writes the child's CPU profile
+	// to prefix.<mode> when the benchmark ends, to profile the server side.
+	stopProfile := func() {}
+	if prefix := os.Getenv("WARREN_STREAM_BENCH_CPUPROFILE"); prefix != "" {
+		f, err := os.Create(prefix + "." + cmp.Or(mode, "warren"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt)
 		<-sig
+		stopProfile()
 		os.Exit(0)
 	}()
 	fmt.Println("ready")
-	switch os.Getenv("WARREN_STREAM_BENCH_MODE") {
+	switch mode {
 	case "raw":
 		rawStreamEcho(l, 1<<20)
 	case "mux":

@@ -1360,7 +1360,7 @@ func TestStreamFlowControlServerToClient(t *testing.T) {
 			c := testServer(t, srv, &ClientOptions{Settings: wire.Settings{InitialWindow: tc.window}})
 			window := int64(tc.window)
 			if window == 0 {
-				window = wire.DefaultInitialWindow
+				window = 2 << 20 // what a client announces when its window is unset
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -83,6 +83,40 @@ func FuzzParseFrame(f *testing.F) {
 				t.Fatalf("Reader read %d bytes past a frame one byte at a time", r.Buffered())
 			}
 		}
+
+		// A Reader that reads payloads in place (NextInto), peeking at and
+		// skipping a 4-byte prefix as a session does for the first frame
+		// of a chunked message, returns the frames ParseFrame finds, one
+		// after the other, less the bytes skipped.
+		r2 := NewReader(iotest.HalfReader(bytes.NewReader(data)), max)
+		var skipped int
+		into := func(h Header, head []byte) ([]byte, int) {
+			switch {
+			case h.Flags&FlagMore == 0 || h.Length < 8:
+				return make([]byte, h.Length), 0
+			case len(head) < 4:
+				return nil, 4
+			}
+			skipped = 4
+			return make([]byte, h.Length-4), 4
+		}
+		for rest := data; ; {
+			var h Header
+			var p []byte
+			var ok bool
+			rest, h, p, ok, err = ParseFrame(rest, max)
+			skipped = 0
+			ih, ip, ierr := r2.NextInto(into)
+			if err != nil || !ok {
+				if ierr == nil {
+					t.Fatalf("NextInto: %v %x, ParseFrame: ok=%v %v", ih, ip, ok, err)
+				}
+				break
+			}
+			if ierr != nil || ih != h || !bytes.Equal(ip, p[skipped:]) {
+				t.Fatalf("NextInto: %v %x %v (skipped %d), ParseFrame: %v %x", ih, ip, ierr, skipped, h, p)
+			}
+		}
 	})
 }
 

@@ -65,13 +65,30 @@ func (r *Reader) Buffered() int { return r.w - r.r }
 // io.ErrUnexpectedEOF when it ends inside a frame.
 func (r *Reader) Next() (Header, []byte, error) { return r.NextInto(nil) }
 
+// Into tells Reader.NextInto where a frame's payload goes. It is called
+// after the frame's header was checked, when the payload is not all
+// buffered yet, with head, the start of the payload that is (possibly
+// empty). It returns one of:
+//
+//   - dst of exactly h.Length-skip bytes, with 0 <= skip <= len(head): the
+//     payload's first skip bytes are taken from head (the caller has seen
+//     them and wants them nowhere), and the rest is read from the
+//     connection straight into dst, with no copy through the buffer;
+//   - nil and a need larger than len(head), at most min(h.Length,
+//     MaxIntoPeek): Into is called again once need bytes of the payload are
+//     buffered (so that it can read, say, a length prefix first);
+//   - nil and 0: the payload goes through the buffer, as with Next.
+type Into func(h Header, head []byte) (dst []byte, skip int)
+
+// MaxIntoPeek is the most payload bytes an Into may ask to see before it
+// chooses.
+const MaxIntoPeek = 64
+
 // NextInto is Next, except that when a frame's payload is not all buffered
-// yet, into (if not nil) is asked for the memory it belongs in: if into
-// returns a slice of exactly the payload's length, the payload is read
-// straight into it, with no copy through the Reader's buffer, and the
-// returned payload is that slice. into runs after the header was checked;
-// it may return nil to let the payload go through the buffer.
-func (r *Reader) NextInto(into func(Header) []byte) (Header, []byte, error) {
+// yet, into (if not nil) may choose memory for it to be read into (see
+// Into). The payload returned is then that memory, dst, which holds the
+// payload without its first skip bytes.
+func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 	if r.small >= shrinkAfter && len(r.buf) > r.size && r.w-r.r <= r.size {
 		nb := make([]byte, r.size)
 		r.w = copy(nb, r.buf[r.r:r.w])
@@ -79,8 +96,8 @@ func (r *Reader) NextInto(into func(Header) []byte) (Header, []byte, error) {
 	}
 	if r.w-r.r < HeaderSize {
 		// After a payload read in place, the next frame is likely another
-		// such chunk: read just its header, so that its payload too goes
-		// in place instead of through the buffer.
+		// large one: read just its header, so that its payload too goes in
+		// place instead of through the buffer.
 		if err := r.fill(HeaderSize, r.direct); err != nil {
 			return Header{}, nil, err
 		}
@@ -90,17 +107,31 @@ func (r *Reader) NextInto(into func(Header) []byte) (Header, []byte, error) {
 		return h, nil, err
 	}
 	need := HeaderSize + int(h.Length)
-	if r.w-r.r < need && into != nil {
-		if dst := into(h); len(dst) == int(h.Length) && h.Length > 0 {
-			k := copy(dst, r.buf[r.r+HeaderSize:r.w])
-			r.r, r.w = 0, 0
-			if err := r.readFull(dst[k:]); err != nil {
+	for peeked := false; r.w-r.r < need && into != nil && h.Length > 0; peeked = true {
+		head := r.buf[r.r+HeaderSize : r.w]
+		dst, skip := into(h, head)
+		if dst == nil {
+			if peeked || skip <= len(head) || skip > int(min(h.Length, MaxIntoPeek)) {
+				break
+			}
+			// Read exactly the bytes asked for: the frame is known to hold
+			// them, and reading no further keeps what follows in place.
+			if err := r.fill(HeaderSize+skip, true); err != nil {
 				return h, nil, err
 			}
-			r.small = 0
-			r.direct = true
-			return h, dst, nil
+			continue
 		}
+		if skip < 0 || skip > len(head) || len(dst) != int(h.Length)-skip {
+			break
+		}
+		k := copy(dst, head[skip:])
+		r.r, r.w = 0, 0
+		if err := r.readFull(dst[k:]); err != nil {
+			return h, nil, err
+		}
+		r.small = 0
+		r.direct = true
+		return h, dst, nil
 	}
 	r.direct = false
 	if r.w-r.r < need {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -536,12 +537,12 @@ func TestReaderNextInto(t *testing.T) {
 			var inPlace int
 			for i, f := range fs {
 				var dst []byte
-				h, p, err := r.NextInto(func(h Header) []byte {
+				h, p, err := r.NextInto(func(h Header, head []byte) ([]byte, int) {
 					if h.Type != TypeData || h.Length < 1000 {
-						return nil
+						return nil, 0
 					}
 					dst = make([]byte, h.Length)
-					return dst
+					return dst, 0
 				})
 				if err != nil {
 					t.Fatalf("frame %d: %v", i, err)
@@ -566,8 +567,95 @@ func TestReaderNextInto(t *testing.T) {
 	}
 	// A connection that ends inside an in-place payload.
 	r := NewReader(bytes.NewReader(b[:HeaderSize+100]), DefaultMaxFrameSize)
-	_, _, err := r.NextInto(func(h Header) []byte { return make([]byte, h.Length) })
+	_, _, err := r.NextInto(func(h Header, _ []byte) ([]byte, int) { return make([]byte, h.Length), 0 })
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated in-place payload: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// TestReaderNextIntoPeek reads chunked messages as a session does: the
+// first frame's length prefix is peeked at, skipped, and the rest of every
+// frame read in place into one message buffer, whether the frames arrive
+// whole, a byte at a time, or after a read that stopped at a header.
+func TestReaderNextIntoPeek(t *testing.T) {
+	msg := make([]byte, 300000)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	var b []byte
+	b = AppendFrame(b, 0, TypePing, 0, []byte("12345678"))
+	b = AppendMessage(b, 1, TypeData, 0, msg, 100000)   // 4 frames, the first with the prefix
+	b = AppendMessage(b, 3, TypeData, 0, msg[:5], 1024) // small: through the buffer
+	b = AppendMessage(b, 1, TypeData, 0, msg[:70000], 1<<20)
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"one byte": iotest.OneByteReader,
+		"half":     iotest.HalfReader,
+		"data+err": iotest.DataErrReader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewReader(wrap(bytes.NewReader(b)), 1<<20)
+			var asm []byte // the message being assembled in place
+			var n int
+			var got [][]byte
+			var peeks int
+			into := func(h Header, head []byte) ([]byte, int) {
+				if h.Type != TypeData || h.Length < 1000 {
+					return nil, 0
+				}
+				if asm != nil {
+					return asm[n : n+int(h.Length)], 0
+				}
+				if h.Flags&FlagMore == 0 {
+					asm, n = make([]byte, h.Length), 0
+					return asm, 0
+				}
+				if len(head) < 4 {
+					peeks++
+					return nil, 4
+				}
+				asm, n = make([]byte, binary.BigEndian.Uint32(head)), 0
+				return asm[:h.Length-4], 4
+			}
+			for {
+				h, p, err := r.NextInto(into)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.Type != TypeData {
+					continue
+				}
+				switch {
+				case asm != nil && len(p) > 0 && &p[0] == &asm[n]:
+					n += len(p)
+				case asm != nil && h.Length >= 1000:
+					t.Fatalf("%v: payload not read in place", h)
+				case asm != nil: // small: through the buffer
+					n += copy(asm[n:], p)
+				case h.Flags&FlagMore == 0:
+					got = append(got, append([]byte(nil), p...))
+					continue
+				default: // a first frame that arrived whole
+					asm = make([]byte, binary.BigEndian.Uint32(p))
+					n = copy(asm, p[4:])
+				}
+				if h.Flags&FlagMore == 0 {
+					if n != len(asm) {
+						t.Fatalf("message of %d bytes ends at %d", len(asm), n)
+					}
+					got = append(got, asm)
+					asm = nil
+				}
+			}
+			if len(got) != 3 || !bytes.Equal(got[0], msg) || !bytes.Equal(got[1], msg[:5]) || !bytes.Equal(got[2], msg[:70000]) {
+				t.Fatalf("got %d messages, want the 3 sent", len(got))
+			}
+			if name == "one byte" && peeks == 0 {
+				t.Fatal("the length prefix was never peeked at")
+			}
+		})
 	}
 }
