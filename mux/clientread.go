@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/warrenipc/warren/wire"
 )
@@ -17,6 +20,10 @@ import (
 //     something; if others are waiting then, a background reader takes
 //     over. A lone caller thus reads its own reply, as a plain blocking read
 //     would, with no goroutine switch.
+//   - So does a lone caller (no one else waiting) whose context can end, on
+//     a connection whose reads can be interrupted and resumed (unix, tcp):
+//     if its context ends, a past read deadline stops its read
+//     (readInterruptible).
 //   - Any other waiter (a cancelable Recv, a sender waiting for credit, a
 //     ping) makes sure the role is held, starting a background reader
 //     goroutine if no one holds it. That goroutine reads while anyone waits,
@@ -39,6 +46,12 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 		s.releaseRead()
 		return nil
 	}
+	if s.interruptible && s.waiters.Load() == 1 && s.readTok.CompareAndSwap(false, true) {
+		err := s.readInterruptible(ctx, st)
+		s.waiters.Add(-1)
+		s.releaseRead()
+		return err
+	}
 	s.ensureReader()
 	var err error
 	select {
@@ -49,6 +62,107 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 	s.waiters.Add(-1)
 	return err
 }
+
+// readInterruptible is the lone caller's read with a context that can end:
+// the caller reads its own reply as with a context that cannot; if ctx ends
+// meanwhile, a past read deadline interrupts the blocked read. The Reader
+// keeps the frame it was reading, whether its bytes were going through the
+// buffer or straight into a message, and the deadline is cleared before the
+// role is given up, so the next reader continues that frame.
+//
+// The function that sets the deadline stays registered with ctx
+// (context.AfterFunc) from one call to the next while callers pass the same
+// context, as a loop of calls typically does, so that such calls allocate
+// nothing for it.
+func (s *Session) readInterruptible(ctx context.Context, st *Stream) error {
+	in := &s.intr
+	in.mu.Lock()
+	if in.ctx != ctx {
+		if in.stop != nil {
+			in.stop()
+		}
+		if in.fn == nil {
+			in.fn = s.interrupt
+		}
+		in.ctx, in.stop = ctx, context.AfterFunc(ctx, in.fn)
+	}
+	in.active = true
+	in.mu.Unlock()
+	// interrupt runs only once per context: if ctx ended before active
+	// was set, it has run already and set no deadline.
+	err := ctx.Err()
+	for err == nil && !st.ready() && s.Err() == nil {
+		h, p, rerr := s.r.NextInto(s.direct)
+		if rerr == nil {
+			if herr := s.handle(h, p); herr != nil {
+				s.closeWith(herr)
+			}
+			continue
+		}
+		if !errors.Is(rerr, os.ErrDeadlineExceeded) || !in.clear(s.conn) {
+			s.closeWith(readError(rerr))
+			break
+		}
+		err = ctx.Err() // nil if the deadline was left by an earlier context
+	}
+	in.mu.Lock()
+	in.active = false
+	in.mu.Unlock()
+	in.clear(s.conn)
+	return err
+}
+
+// interruptState is the state of readInterruptible, kept in the session.
+// Only the goroutine holding the reader role reads on s.conn, but interrupt
+// runs on whichever goroutine ends the context.
+type interruptState struct {
+	fn     func() // s.interrupt, made once
+	mu     sync.Mutex
+	ctx    context.Context // the context interrupt is registered with
+	stop   func() bool     // undoes that registration
+	active bool            // a readInterruptible is reading
+	fired  bool            // interrupt set a read deadline
+}
+
+// interrupt makes a blocked readInterruptible return: it runs when the
+// context it is registered with ends.
+func (s *Session) interrupt() {
+	in := &s.intr
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.active {
+		in.fired = true
+		s.conn.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// clear removes a read deadline interrupt set, and reports whether there
+// was one.
+func (in *interruptState) clear(conn net.Conn) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.fired {
+		return false
+	}
+	in.fired = false
+	conn.SetReadDeadline(time.Time{})
+	return true
+}
+
+// unregister drops interrupt's registration with a context, when the
+// session ends, so that a long-lived context does not keep it.
+func (in *interruptState) unregister() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stop != nil {
+		in.stop()
+		in.ctx, in.stop = nil, nil
+	}
+}
+
+// aLongTimeAgo is a read deadline in the past: it makes a blocked read
+// return at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // HoldReader keeps a reader going on a client session until the matching
 // ReleaseReader, for a long-lived stream whose messages must be read (and

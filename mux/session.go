@@ -128,6 +128,12 @@ type Session struct {
 	closing     atomic.Bool // closeWith has begun
 
 	direct wire.Into // s.directDst, made once
+
+	// interruptible is set (client role) when a read blocked in conn can
+	// be interrupted with a past read deadline and resumed after: for
+	// unix and tcp connections (see readInterruptible).
+	interruptible bool
+	intr          interruptState
 }
 
 // Client performs the client side of the handshake on conn and starts the
@@ -250,10 +256,26 @@ func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {
 	}
 	if client {
 		s.nextID = 1
+		s.interruptible = readsResume(conn)
 	} else {
 		s.nextID = 2
 	}
 	return s, nil
+}
+
+// readsResume reports whether a read on conn that a past read deadline
+// interrupts leaves the byte stream intact, so that reading can go on once
+// the deadline is cleared: true for unix and tcp sockets, and for
+// connections that say so (transport.Conn for unix and tcp); false for TLS
+// and WebSocket, which can stop inside a record or frame.
+func readsResume(conn net.Conn) bool {
+	switch c := conn.(type) {
+	case *net.UnixConn, *net.TCPConn:
+		return true
+	case interface{ ReadsResume() bool }:
+		return c.ReadsResume()
+	}
+	return false
 }
 
 func (s *Session) handshakeTimeout() time.Duration {
@@ -367,6 +389,7 @@ func (s *Session) closeWith(err error) {
 		s.pings = nil
 		s.mu.Unlock()
 		s.conn.Close()
+		s.intr.unregister()
 		s.w.fail(err)
 		for _, st := range streams {
 			if !s.client && s.cfg.OnReset != nil {

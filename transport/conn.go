@@ -224,6 +224,12 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.io.SetReadDeadline(
 // SetWriteDeadline sets the write deadline, as net.Conn does.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.io.SetWriteDeadline(t) }
 
+// ReadsResume reports whether a Read that a past read deadline interrupts
+// leaves the byte stream intact, so that reading can go on once the
+// deadline is cleared: true for unix and tcp, false for tls, ws and wss,
+// whose reads can stop inside a record or frame.
+func (c *Conn) ReadsResume() bool { return c.io == c.raw }
+
 // NetConn returns the underlying connection, such as a *net.UnixConn, for
 // operations Conn does not offer. Reading or writing it directly bypasses
 // TLS, WebSocket framing and, before the handshake, the policy.

@@ -33,6 +33,12 @@ type Reader struct {
 	size    int    // initial buffer size, to which a grown buffer shrinks back
 	small   int    // frames in a row that fit in size, while the buffer is larger
 	direct  bool   // the last payload was read in place (NextInto)
+
+	// A payload being read in place when a read failed: the next call
+	// resumes it (see NextInto).
+	rest    []byte // the part not read yet
+	restDst []byte // the whole payload
+	restH   Header
 }
 
 // NewReader returns a Reader of frames from rd with payloads of at most
@@ -49,6 +55,7 @@ func NewReader(rd io.Reader, maxPayload uint32) *Reader {
 // buffer.
 func (r *Reader) Reset(rd io.Reader) {
 	r.rd, r.r, r.w, r.pending = rd, 0, 0, nil
+	r.rest, r.restDst = nil, nil
 }
 
 // Buffered returns the number of bytes read from the connection but not yet
@@ -88,7 +95,20 @@ const MaxIntoPeek = 64
 // yet, into (if not nil) may choose memory for it to be read into (see
 // Into). The payload returned is then that memory, dst, which holds the
 // payload without its first skip bytes.
+//
+// A read error leaves the Reader where it was, so that a read interrupted
+// by a deadline can be retried: the next call continues the same frame,
+// including a payload that was being read in place (it is then returned in
+// the memory into gave for it, without asking again).
 func (r *Reader) NextInto(into Into) (Header, []byte, error) {
+	if r.restDst != nil {
+		h, dst := r.restH, r.restDst
+		if err := r.readRest(); err != nil {
+			return h, nil, err
+		}
+		r.direct = true
+		return h, dst, nil
+	}
 	if r.small >= shrinkAfter && len(r.buf) > r.size && r.w-r.r <= r.size {
 		nb := make([]byte, r.size)
 		r.w = copy(nb, r.buf[r.r:r.w])
@@ -126,7 +146,8 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 		}
 		k := copy(dst, head[skip:])
 		r.r, r.w = 0, 0
-		if err := r.readFull(dst[k:]); err != nil {
+		r.restH, r.restDst, r.rest = h, dst, dst[k:]
+		if err := r.readRest(); err != nil {
 			return h, nil, err
 		}
 		r.small = 0
@@ -201,10 +222,11 @@ func (r *Reader) fill(need int, exact bool) error {
 	return nil
 }
 
-// readFull reads exactly len(b) bytes from the connection into b, past the
-// buffer; the connection ending first is io.ErrUnexpectedEOF.
-func (r *Reader) readFull(b []byte) error {
-	for empty := 0; len(b) > 0; {
+// readRest reads the rest of a payload being read in place, r.rest, from
+// the connection, past the buffer; the connection ending first is
+// io.ErrUnexpectedEOF. On an error, r.rest is what is still to be read.
+func (r *Reader) readRest() error {
+	for empty := 0; len(r.rest) > 0; {
 		if err := r.pending; err != nil {
 			r.pending = nil
 			if err == io.EOF {
@@ -212,13 +234,13 @@ func (r *Reader) readFull(b []byte) error {
 			}
 			return err
 		}
-		n, err := r.rd.Read(b)
-		if n < 0 || n > len(b) {
+		n, err := r.rd.Read(r.rest)
+		if n < 0 || n > len(r.rest) {
 			return errors.New("warren: reader returned an impossible count")
 		}
-		b = b[n:]
+		r.rest = r.rest[n:]
 		if err != nil {
-			r.pending = err // returned at the next read, once b is full
+			r.pending = err // returned at the next read, once the payload is in
 			continue
 		}
 		if n == 0 {
@@ -229,6 +251,7 @@ func (r *Reader) readFull(b []byte) error {
 			empty = 0
 		}
 	}
+	r.rest, r.restDst = nil, nil
 	return nil
 }
 
