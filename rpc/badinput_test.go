@@ -722,6 +722,9 @@ func TestAbandonedCallReleasesSlot(t *testing.T) {
 		rs.write(frame(3, wire.TypeCancel, 0, nil))
 		waitCalls(t, e.srv, 0)
 		rs.call(5, []byte("after the cancels"))
+		// The slot is released just after the reply is written, which the
+		// caller may see first.
+		waitCalls(t, e.srv, 0)
 		checkServing(t, e.client(t, nil), "with MaxCalls 1 after the cancels")
 	})
 	t.Run("connection closed before the request", func(t *testing.T) {
