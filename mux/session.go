@@ -107,6 +107,7 @@ type Session struct {
 	flowWaiters []*Stream // streams waiting for connection credit
 
 	connRecvWin atomic.Int64 // credit the peer may still use
+	asmReserved atomic.Int64 // bytes of chunked messages being assembled at their declared size (see Stream.startAsmLocked)
 	connUnacked atomic.Int64 // consumed bytes not yet granted back
 
 	done    chan struct{}  // closed when the session ends
@@ -774,17 +775,19 @@ func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
 		return nil, 0
 	}
 	if st.asm != nil {
-		if st.asmN+int(h.Length) > len(st.asm.B) {
-			return nil, 0
+		need := st.asmN + int(h.Length)
+		if need > st.asmTotal {
+			return nil, 0 // onData reports it
 		}
+		st.growAsmLocked(need)
 		st.asmDirect = true
-		return st.asm.B[st.asmN : st.asmN+int(h.Length)], 0
+		return st.asm.B[st.asmN:need], 0
 	}
 	if h.Flags&wire.FlagMore == 0 {
 		if h.Length > s.local.MaxMessageSize {
 			return nil, 0
 		}
-		st.asm, st.asmN, st.asmDirect = pool.Get(int(h.Length)), 0, true
+		st.asm, st.asmN, st.asmTotal, st.asmDirect = pool.Get(int(h.Length)), 0, int(h.Length), true
 		return st.asm.B, 0
 	}
 	if len(head) < 4 {
@@ -794,9 +797,15 @@ func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
 	if total <= h.Length-4 || total > s.local.MaxMessageSize {
 		return nil, 0 // onData reports it
 	}
-	st.asm, st.asmN, st.asmDirect = pool.Get(int(total)), 0, true
+	st.startAsmLocked(int(total), int(h.Length-4))
+	st.asmDirect = true
 	return st.asm.B[:h.Length-4], 4
 }
+
+// asmBudget bounds the memory of chunked messages being assembled that a
+// session takes at their declared sizes: its connection window, what the
+// peer may have in flight.
+func (s *Session) asmBudget() int64 { return int64(s.local.InitialWindow) * connWindowFactor }
 
 // grantConn returns n bytes of connection credit to the peer, batching
 // WINDOW frames until half the window is owed.

@@ -29,6 +29,8 @@ type Stream struct {
 	head       int
 	asm        *pool.Buf // chunked message being assembled
 	asmN       int       // bytes of asm filled so far
+	asmTotal   int       // the message's declared size; asm grows to it (see startAsmLocked)
+	asmRes     int64     // bytes of the session's assembly budget asm holds
 	asmDirect  bool      // the reader may be reading into asm (Session.directDst): drop must not pool it
 	recvEnd    bool      // the peer half-closed
 	rerr       error     // terminal error; set once
@@ -450,6 +452,50 @@ func (st *Stream) signalLocked() {
 }
 
 // onData handles a DATA frame for the stream on the reader goroutine.
+// startAsmLocked starts assembling a chunked message of total bytes whose
+// first chunk holds first bytes. Its buffer is taken at the declared size
+// while the session's assembly budget (its connection window) allows;
+// beyond, the buffer starts small and grows as chunks arrive, so that
+// streams declaring large messages cannot make the receiver hold much more
+// memory than it was sent.
+func (st *Stream) startAsmLocked(total, first int) {
+	s := st.s
+	st.asmTotal, st.asmN = total, 0
+	if s.asmReserved.Add(int64(total)) <= s.asmBudget() {
+		st.asmRes = int64(total)
+		st.asm = pool.Get(total)
+		return
+	}
+	s.asmReserved.Add(-int64(total))
+	st.asmRes = 0
+	st.asm = pool.Get(min(total, max(2*first, asmStart)))
+}
+
+// asmStart is the smallest buffer a message assembled beyond the budget
+// starts with.
+const asmStart = 64 << 10
+
+// growAsmLocked makes asm hold at least need bytes (at most asmTotal),
+// doubling it. asm is not being read into (asmDirect is false).
+func (st *Stream) growAsmLocked(need int) {
+	if need <= len(st.asm.B) {
+		return
+	}
+	nb := pool.Get(min(st.asmTotal, max(need, 2*len(st.asm.B))))
+	copy(nb.B, st.asm.B[:st.asmN])
+	pool.Put(st.asm)
+	st.asm = nb
+}
+
+// releaseAsmLocked gives back the budget the finished or dropped message
+// held.
+func (st *Stream) releaseAsmLocked() {
+	if st.asmRes != 0 {
+		st.s.asmReserved.Add(-st.asmRes)
+		st.asmRes = 0
+	}
+}
+
 func (st *Stream) onData(h wire.Header, p []byte) error {
 	s := st.s
 	n := int64(h.Length) // p may lack a length prefix the reader skipped (directDst)
@@ -496,14 +542,15 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 			st.tooLarge(&wire.MessageTooLargeError{Size: int64(total), Limit: int64(s.local.MaxMessageSize)})
 			return nil
 		}
-		st.asm = pool.Get(int(total))
+		st.startAsmLocked(int(total), len(p)-4)
 		st.asmN = copy(st.asm.B, p[4:])
 		early = st.earlyCreditLocked(n)
 	default:
-		if st.asmN+len(p) > len(st.asm.B) {
+		if st.asmN+len(p) > st.asmTotal {
 			st.mu.Unlock()
 			return &ProtocolError{Reason: "chunked message longer than declared"}
 		}
+		st.growAsmLocked(st.asmN + len(p))
 		if len(p) > 0 && &p[0] == &st.asm.B[st.asmN] {
 			st.asmN += len(p) // read in place (Session.directDst)
 		} else {
@@ -514,12 +561,13 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 			early = st.earlyCreditLocked(n)
 			break
 		}
-		if st.asmN != len(st.asm.B) {
+		if st.asmN != st.asmTotal {
 			st.mu.Unlock()
 			return &ProtocolError{Reason: "chunked message shorter than declared"}
 		}
 		st.queue = append(st.queue, queued{st.asm, int32(n)})
 		st.asm = nil
+		st.releaseAsmLocked()
 	}
 	if h.Flags&wire.FlagEnd != 0 {
 		if st.asm != nil {
@@ -689,6 +737,7 @@ func (st *Stream) drop(err error) {
 			pool.Put(st.asm)
 		}
 		st.asm = nil
+		st.releaseAsmLocked()
 	}
 	credit += st.held
 	st.held = 0
