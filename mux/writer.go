@@ -316,8 +316,10 @@ func (w *writer) unlockAsync(b []byte) {
 	}
 	w.flushing = true // claimed for the goroutine below
 	w.asyncClaim = true
-	w.mu.Unlock()
+	// Counted under w.mu: Close waits for async after fail, which takes
+	// w.mu, so the count is never raised while Close waits.
 	w.async.Add(1)
+	w.mu.Unlock()
 	go w.asyncFn() // a func value made once: starting it allocates nothing
 }
 
