@@ -1,11 +1,8 @@
 package rpc
 
 import (
-	"errors"
 	"runtime"
 	"testing"
-
-	"github.com/warrenipc/warren/transport"
 )
 
 // eventLoopSuite are the package's behaviour tests that run a second time
@@ -97,34 +94,6 @@ func runLoopSuite(t *testing.T, skip map[string]bool) {
 // testWebSocket makes testServer serve on a ws:// listener and its client
 // dial it, so that the tests that use it run over WebSocket.
 var testWebSocket bool
-
-// testServerWS is testServer over WebSocket.
-func testServerWS(t testing.TB, srv *Server, copts *ClientOptions) *Client {
-	t.Helper()
-	l, err := transport.Listen("ws://127.0.0.1:0/warren", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-	})
-	var o ClientOptions
-	if copts != nil {
-		o = *copts
-	}
-	o.Dialer = nil
-	c, err := Dial(l.Endpoint().String(), &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // TestEventLoopWSSuite runs the event-loop suite once more over WebSocket
 // (the loop then serves the WebSocket connections itself), less Reconnect

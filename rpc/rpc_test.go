@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,17 +29,34 @@ type echoReply struct {
 	Text string `json:"text"`
 }
 
-// testServer starts srv on a unix socket in a temp dir and returns a client
-// for it. Both are closed when the test ends.
+// testServer starts srv on a unix socket in a temp dir (on a ws://
+// listener when testWebSocket is set) and returns a client for it. Both are
+// closed when the test ends.
 func testServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 	t.Helper()
-	if testWebSocket {
-		return testServerWS(t, srv, copts)
+	var o ClientOptions
+	if copts != nil {
+		o = *copts
 	}
-	path := filepath.Join(t.TempDir(), "s.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
+	var l net.Listener
+	var addr string
+	if testWebSocket {
+		tl, err := transport.Listen("ws://127.0.0.1:0/warren", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, addr, o.Dialer = tl, tl.Endpoint().String(), nil
+	} else {
+		path := filepath.Join(t.TempDir(), "s.sock")
+		ul, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, addr = ul, "unix://"+path
+		o.Dialer = func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
@@ -48,15 +66,7 @@ func testServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 			t.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
 	})
-	var o ClientOptions
-	if copts != nil {
-		o = *copts
-	}
-	o.Dialer = func(ctx context.Context, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}
-	c, err := Dial("unix://"+path, &o)
+	c, err := Dial(addr, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
