@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/warrenipc/warren/bench/idle"
@@ -61,14 +60,7 @@ func idleCases(e *Env) []Case {
 						if len(results) == 0 {
 							return
 						}
-						med := func(f func(idle.Result) float64) float64 {
-							v := make([]float64, len(results))
-							for i, r := range results {
-								v[i] = f(r)
-							}
-							slices.Sort(v)
-							return v[len(v)/2]
-						}
+						med := func(f func(idle.Result) float64) float64 { return idle.Median(results, f) }
 						row.Reps = len(results)
 						row.ServerBytesPerConn = med(func(r idle.Result) float64 { return r.ServerBytesPerConn })
 						row.KernelBytesPerConn = med(func(r idle.Result) float64 { return r.KernelBytesPerConn })

@@ -1,5 +1,7 @@
 package idle
 
+import "slices"
+
 // Modes are the server modes measured; Networks the transports measured by
 // default. A third mode, "bare", is a minimal epoll loop that only exchanges
 // prefaces and keeps each descriptor in a slice: the floor, for reference.
@@ -42,3 +44,14 @@ func Supported(system, mode, network string) bool {
 
 // WSPath is the HTTP path every WebSocket server of the child upgrades.
 const WSPath = "/idle"
+
+// Median returns the median over results of the figure f picks (the upper
+// one of an even count). results must not be empty.
+func Median(results []Result, f func(Result) float64) float64 {
+	v := make([]float64, len(results))
+	for i, r := range results {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}

@@ -135,14 +135,7 @@ func run() int {
 			if len(results) == 0 {
 				continue
 			}
-			med := func(f func(idle.Result) float64) float64 {
-				v := make([]float64, len(results))
-				for i, r := range results {
-					v[i] = f(r)
-				}
-				slices.Sort(v)
-				return v[len(v)/2]
-			}
+			med := func(f func(idle.Result) float64) float64 { return idle.Median(results, f) }
 			srv := med(func(r idle.Result) float64 { return r.ServerBytesPerConn })
 			lo := slices.MinFunc(results, func(a, b idle.Result) int { return cmp.Compare(a.ServerBytesPerConn, b.ServerBytesPerConn) })
 			hi := slices.MaxFunc(results, func(a, b idle.Result) int { return cmp.Compare(a.ServerBytesPerConn, b.ServerBytesPerConn) })
