@@ -81,6 +81,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 	if err != nil {
 		return fail(err)
 	}
+	tuneUnix(raw)
 	c := &Conn{
 		raw:    raw,
 		io:     raw,

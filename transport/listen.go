@@ -243,6 +243,7 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 // admit wraps a newly accepted connection, or rejects its peer and returns
 // nil.
 func (l *Listener) admit(c net.Conn) *Conn {
+	tuneUnix(c)
 	conn := &Conn{
 		raw:    c,
 		io:     c,
