@@ -32,7 +32,7 @@ type Reader struct {
 	pending error  // read error to return once the buffered frames are used
 	size    int    // initial buffer size, to which a grown buffer shrinks back
 	small   int    // frames in a row that fit in size, while the buffer is larger
-	direct  bool   // the last payload was read in place (NextInto)
+	direct  int    // frames still to read exactly, after a payload read in place (NextInto)
 
 	// A payload being read in place when a read failed: the next call
 	// resumes it (see NextInto).
@@ -87,6 +87,11 @@ func (r *Reader) Next() (Header, []byte, error) { return r.NextInto(nil) }
 //   - nil and 0: the payload goes through the buffer, as with Next.
 type Into func(h Header, head []byte) (dst []byte, skip int)
 
+// directRun is how many small frames after a payload read in place a
+// Reader reads exactly, each with just the next frame's header, before it
+// goes back to filling its buffer.
+const directRun = 4
+
 // MaxIntoPeek is the most payload bytes an Into may ask to see before it
 // chooses.
 const MaxIntoPeek = 64
@@ -106,7 +111,7 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 		if err := r.readRest(); err != nil {
 			return h, nil, err
 		}
-		r.direct = true
+		r.direct = directRun
 		return h, dst, nil
 	}
 	if r.small >= shrinkAfter && len(r.buf) > r.size && r.w-r.r <= r.size {
@@ -118,7 +123,11 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 		// After a payload read in place, the next frame is likely another
 		// large one: read just its header, so that its payload too goes in
 		// place instead of through the buffer.
-		if err := r.fill(HeaderSize, r.direct); err != nil {
+		limit := 0
+		if r.direct > 0 {
+			limit = HeaderSize
+		}
+		if err := r.fill(HeaderSize, limit); err != nil {
 			return Header{}, nil, err
 		}
 	}
@@ -136,7 +145,7 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 			}
 			// Read exactly the bytes asked for: the frame is known to hold
 			// them, and reading no further keeps what follows in place.
-			if err := r.fill(HeaderSize+skip, true); err != nil {
+			if err := r.fill(HeaderSize+skip, HeaderSize+skip); err != nil {
 				return h, nil, err
 			}
 			continue
@@ -151,12 +160,20 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 			return h, nil, err
 		}
 		r.small = 0
-		r.direct = true
+		r.direct = directRun
 		return h, dst, nil
 	}
-	r.direct = false
 	if r.w-r.r < need {
-		if err := r.fill(need, false); err != nil {
+		// Between large frames read in place come small ones (trailers,
+		// call headers, credit): read such a frame with just the next
+		// header, so that a large payload after it is not read into the
+		// buffer and copied. A run of small frames ends this.
+		limit := 0
+		if r.direct > 0 {
+			r.direct--
+			limit = need + HeaderSize
+		}
+		if err := r.fill(need, limit); err != nil {
 			return h, nil, err
 		}
 	}
@@ -174,9 +191,10 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 }
 
 // fill reads until buf[r:w] holds at least need bytes, which Check has
-// bounded by HeaderSize+max. It returns io.EOF only when the connection ends
-// with nothing buffered.
-func (r *Reader) fill(need int, exact bool) error {
+// bounded by HeaderSize+max, reading no further than buf[r:r+limit] if
+// limit > 0. It returns io.EOF only when the connection ends with nothing
+// buffered.
+func (r *Reader) fill(need, limit int) error {
 	if len(r.buf)-r.r < need && r.r > 0 {
 		r.w = copy(r.buf, r.buf[r.r:r.w])
 		r.r = 0
@@ -199,8 +217,8 @@ func (r *Reader) fill(need int, exact bool) error {
 			r.r, r.buf = 0, nb
 		}
 		end := len(r.buf)
-		if exact {
-			end = r.r + need // read no further than the bytes needed
+		if limit > 0 {
+			end = min(end, r.r+limit)
 		}
 		n, err := r.rd.Read(r.buf[r.w:end])
 		if n < 0 {
