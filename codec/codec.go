@@ -100,6 +100,10 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("%w: raw codec needs *[]byte, got %T", ErrUnsupportedType, v)
 	}
+	if len(data) > 0 && cap(*m) >= len(data) && &(*m)[:1][0] == &data[0] {
+		*m = (*m)[:len(data)] // read in place already (rpc: a lent reply buffer)
+		return nil
+	}
 	*m = append((*m)[:0], data...)
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -94,16 +93,16 @@ func (s *Session) readInterruptible(ctx context.Context, st *Stream) error {
 	for err == nil && !st.ready() && s.Err() == nil {
 		h, p, rerr := s.r.NextInto(s.direct)
 		if rerr == nil {
+			s.lendDone()
 			if herr := s.handle(h, p); herr != nil {
 				s.closeWith(herr)
 			}
 			continue
 		}
-		if !errors.Is(rerr, os.ErrDeadlineExceeded) || !in.clear(s.conn) {
-			s.closeWith(readError(rerr))
+		if !s.readErr(rerr) {
 			break
 		}
-		err = ctx.Err() // nil if the deadline was left by an earlier context
+		err = ctx.Err() // nil if the deadline was left by an earlier context, or by unlend
 	}
 	in.mu.Lock()
 	in.active = false
@@ -136,8 +135,17 @@ func (s *Session) interrupt() {
 	}
 }
 
-// clear removes a read deadline interrupt set, and reports whether there
-// was one.
+// interruptNow makes a blocked read on conn return at once, whoever reads:
+// the reader clears the deadline when it sees it (Session.readErr).
+func (in *interruptState) interruptNow(conn net.Conn) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.fired = true
+	conn.SetReadDeadline(aLongTimeAgo)
+}
+
+// clear removes a read deadline interrupt or interruptNow set, and reports
+// whether there was one.
 func (in *interruptState) clear(conn net.Conn) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -227,9 +235,9 @@ func (s *Session) readOne() bool {
 	}
 	h, p, err := s.r.NextInto(s.direct)
 	if err != nil {
-		s.closeWith(readError(err))
-		return false
+		return s.readErr(err)
 	}
+	s.lendDone()
 	if err := s.handle(h, p); err != nil {
 		s.closeWith(err)
 		return false

@@ -135,6 +135,13 @@ type Session struct {
 	// unix and tcp connections (see readInterruptible).
 	interruptible bool
 	intr          interruptState
+
+	// lent is the stream whose caller's memory (Stream.RecvInto) the
+	// reader is reading a payload into, if any; lendMu and lendCond let
+	// Release wait for that read to end.
+	lent     atomic.Pointer[Stream]
+	lendMu   sync.Mutex
+	lendCond sync.Cond
 }
 
 // Client performs the client side of the handshake on conn and starts the
@@ -258,6 +265,7 @@ func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {
 	if client {
 		s.nextID = 1
 		s.interruptible = readsResume(conn)
+		s.lendCond.L = &s.lendMu
 	} else {
 		s.nextID = 2
 	}
@@ -781,13 +789,20 @@ func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
 		}
 		st.growAsmLocked(need)
 		st.asmDirect = true
+		st.lentLocked()
 		return st.asm.B[st.asmN:need], 0
 	}
 	if h.Flags&wire.FlagMore == 0 {
 		if h.Length > s.local.MaxMessageSize {
 			return nil, 0
 		}
-		st.asm, st.asmN, st.asmTotal, st.asmDirect = pool.Get(int(h.Length)), 0, int(h.Length), true
+		if st.borrowLocked(int(h.Length)) {
+			st.asmRes = 0
+		} else {
+			st.asm = pool.Get(int(h.Length))
+		}
+		st.asmN, st.asmTotal, st.asmDirect = 0, int(h.Length), true
+		st.lentLocked()
 		return st.asm.B, 0
 	}
 	if len(head) < 4 {
@@ -799,6 +814,7 @@ func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
 	}
 	st.startAsmLocked(int(total), int(h.Length-4))
 	st.asmDirect = true
+	st.lentLocked()
 	return st.asm.B[:h.Length-4], 4
 }
 

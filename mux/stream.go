@@ -32,6 +32,8 @@ type Stream struct {
 	asmTotal   int       // the message's declared size; asm grows to it (see startAsmLocked)
 	asmRes     int64     // bytes of the session's assembly budget asm holds
 	asmDirect  bool      // the reader may be reading into asm (Session.directDst): drop must not pool it
+	lend       []byte    // memory offered by RecvInto for the next message
+	lendBuf    pool.Buf  // the caller's memory holding a message (Borrow): asm or queued
 	recvEnd    bool      // the peer half-closed
 	rerr       error     // terminal error; set once
 	header     []byte    // reply metadata block (client)
@@ -461,6 +463,10 @@ func (st *Stream) signalLocked() {
 func (st *Stream) startAsmLocked(total, first int) {
 	s := st.s
 	st.asmTotal, st.asmN = total, 0
+	if st.borrowLocked(total) {
+		st.asmRes = 0
+		return
+	}
 	if s.asmReserved.Add(int64(total)) <= s.asmBudget() {
 		st.asmRes = int64(total)
 		st.asm = pool.Get(total)
@@ -830,6 +836,7 @@ func (st *Stream) Release() {
 	}
 	st.drop(ErrStreamClosed)
 	st.s.remove(st)
+	st.unlend()
 	st.mu.Lock()
 	st.idv.Store(0)
 	st.Owner = nil

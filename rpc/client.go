@@ -334,6 +334,9 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 		return drained(err) || isConnErr(err), callError(err)
 	}
 	defer st.Release()
+	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw && cap(*rb) > 0 {
+		st.RecvInto(*rb) // a large reply may be read straight into it
+	}
 	var got bool
 	for {
 		buf, err := st.Recv(ctx)

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -483,4 +484,28 @@ func TestConcurrentCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestInvokeRawReplyInPlace: raw replies that the client may read straight
+// into the caller's *[]byte (large ones that fit its capacity) arrive whole
+// in that memory, as do small ones and ones larger than the capacity.
+func TestInvokeRawReplyInPlace(t *testing.T) {
+	srv := NewServer(nil)
+	HandleRaw(srv, "Blob.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	c := testServer(t, srv, nil)
+	ctx := testCtx(t, 10*time.Second)
+	out := make([]byte, 0, 1<<20)
+	for _, n := range []int{100 << 10, 900 << 10, 10, 3 << 20} {
+		req := bytes.Repeat([]byte{byte(n)}, n)
+		before := out[:1]
+		if err := c.Invoke(ctx, "Blob.Echo", req, &out); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if !bytes.Equal(out, req) {
+			t.Fatalf("%d bytes: reply of %d bytes differs", n, len(out))
+		}
+		if n <= cap(before) && &out[0] != &before[0] {
+			t.Fatalf("%d bytes: reply not in the caller's memory", n)
+		}
+	}
 }

@@ -190,6 +190,28 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 	return h, p, nil
 }
 
+// Redirect moves a payload whose read in place was interrupted (see
+// NextInto) to other memory: if one is pending, Redirect copies the part
+// already read into dst, which must be as long as the whole payload, and the
+// rest is read there; the next NextInto then returns dst. It reports
+// whether a payload was pending. Use it when the memory Into gave may no
+// longer be written.
+func (r *Reader) Redirect(dst []byte) bool {
+	if r.restDst == nil {
+		return false
+	}
+	if len(dst) != len(r.restDst) {
+		panic("wire: Redirect to memory of another length")
+	}
+	n := copy(dst, r.restDst[:len(r.restDst)-len(r.rest)])
+	r.restDst, r.rest = dst, dst[n:]
+	return true
+}
+
+// Pending returns the length of a payload whose read in place was
+// interrupted, or 0.
+func (r *Reader) Pending() int { return len(r.restDst) }
+
 // fill reads until buf[r:w] holds at least need bytes, which Check has
 // bounded by HeaderSize+max, reading no further than buf[r:r+limit] if
 // limit > 0. It returns io.EOF only when the connection ends with nothing

@@ -8,8 +8,13 @@ import (
 
 // Buf is a pooled byte buffer. B's length is what Get was asked for.
 type Buf struct {
-	B []byte
+	B        []byte
+	borrowed bool // B is someone else's memory (Borrow): Put ignores it
 }
+
+// Borrow returns a Buf of b, memory that is not the pool's: Put never
+// pools it.
+func Borrow(b []byte) Buf { return Buf{B: b, borrowed: true} }
 
 const (
 	minShift = 9  // 512 B
@@ -41,7 +46,7 @@ func Get(n int) *Buf {
 
 // Put returns b to the pool. The caller must not use b afterwards.
 func Put(b *Buf) {
-	if b == nil {
+	if b == nil || b.borrowed {
 		return
 	}
 	c := cap(b.B)

@@ -21,6 +21,13 @@ func TestGetSizes(t *testing.T) {
 	}
 	Put(nil)
 	Put(&Buf{B: make([]byte, 1000)}) // odd capacity is dropped, not pooled
+	lent := Borrow(make([]byte, 2048))
+	Put(&lent) // not the pool's: never handed out again
+	for range 100 {
+		if b := Get(2048); &b.B[0] == &lent.B[0] {
+			t.Fatal("Get returned borrowed memory given to Put")
+		}
+	}
 	if b := Get(1000); cap(b.B) != 1024 {
 		t.Fatalf("Get(1000) cap = %d, want 1024", cap(b.B))
 	}

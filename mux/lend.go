@@ -1,0 +1,107 @@
+package mux
+
+import (
+	"errors"
+	"os"
+
+	"github.com/warrenipc/warren/internal/pool"
+)
+
+// A client caller may lend the memory its reply is to end up in
+// (Stream.RecvInto), so that a large reply is read from the connection
+// straight into it instead of into a pooled buffer and then copied. The
+// reader goroutine then writes into memory the caller owns, so a caller
+// that gives up (its context ends) must not return while such a read is in
+// progress: Release interrupts the read with a past read deadline, the
+// reader moves the rest of the payload to memory of its own
+// (wire.Reader.Redirect), and Release returns once it has. Lending is
+// offered only on connections whose reads can be interrupted and resumed.
+
+// RecvInto offers b's memory for the next message (client role): a message
+// that fits in cap(b) and is large enough to be read from the connection in
+// place (16 KiB or more) may be read straight into b, and Recv then returns a Buf whose B is
+// b[:size], which pool.Put ignores. The offer holds for one message. The
+// stream may write into b until Release returns, so the caller must not use
+// b before then, except through what Recv returned. On a connection whose
+// reads cannot be interrupted and resumed (TLS, WebSocket), RecvInto does
+// nothing.
+func (st *Stream) RecvInto(b []byte) {
+	if !st.s.interruptible || cap(b) < directMin {
+		return // a message that small is not read in place
+	}
+	st.mu.Lock()
+	st.lend = b[:cap(b)]
+	st.mu.Unlock()
+}
+
+// borrowLocked makes the lent memory, if it can hold n bytes, the message
+// in progress. The offer is used up.
+func (st *Stream) borrowLocked(n int) bool {
+	if st.lend == nil || cap(st.lend) < n {
+		return false
+	}
+	st.lendBuf = pool.Borrow(st.lend[:n])
+	st.lend = nil
+	st.asm = &st.lendBuf
+	return true
+}
+
+// lentLocked records that the reader is about to read into asm, if asm is
+// the caller's memory.
+func (st *Stream) lentLocked() {
+	if st.asm == &st.lendBuf {
+		st.s.lent.Store(st)
+	}
+}
+
+// unlend withdraws RecvInto's offer, and waits until the reader no longer
+// reads into the caller's memory: it interrupts a read in progress, which
+// the reader then moves elsewhere (readErr).
+func (st *Stream) unlend() {
+	s := st.s
+	st.mu.Lock()
+	st.lend = nil
+	st.lendBuf = pool.Buf{}
+	st.mu.Unlock()
+	if s.lent.Load() != st {
+		return
+	}
+	s.intr.interruptNow(s.conn)
+	s.lendMu.Lock()
+	for s.lent.Load() == st {
+		s.lendCond.Wait()
+	}
+	s.lendMu.Unlock()
+}
+
+// lendDone records that the reader no longer reads into lent memory.
+func (s *Session) lendDone() {
+	if s.lent.Load() == nil {
+		return
+	}
+	s.lendMu.Lock()
+	s.lent.Store(nil)
+	s.lendCond.Broadcast()
+	s.lendMu.Unlock()
+}
+
+// readErr handles an error from reading a frame on a client session. A
+// read that a past read deadline interrupted (interrupt, or unlend) can go
+// on: readErr clears the deadline and returns true, after moving a payload
+// that was being read into a caller's memory to memory of its own, so that
+// the caller may go; the payload still reaches its stream, which copies it
+// if it still wants it. Any other error ends the session.
+func (s *Session) readErr(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) && s.intr.clear(s.conn) {
+		if s.lent.Load() != nil {
+			if n := s.r.Pending(); n > 0 {
+				s.r.Redirect(make([]byte, n))
+			}
+			s.lendDone()
+		}
+		return true
+	}
+	s.closeWith(readError(err))
+	s.lendDone()
+	return false
+}

@@ -1,0 +1,212 @@
+package mux_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// TestRecvIntoReadsInPlace lends a caller's memory for replies: one frame,
+// chunked, and too small to be read in place. Large replies land in the
+// lent memory, whoever reads (the caller itself, with a context that can or
+// cannot end, or a background reader while another call waits too); a
+// small reply and one larger than the memory come in buffers of their own.
+// Over a pipe, whose reads cannot be interrupted, nothing is lent.
+func TestRecvIntoReadsInPlace(t *testing.T) {
+	big := bigPayload(300 << 10)
+	replies := []struct {
+		name    string
+		frames  func(id uint32) [][]byte
+		want    []byte
+		inPlace bool
+	}{
+		{"one frame", func(id uint32) [][]byte { return [][]byte{dataFrame(id, 0, big[:100<<10])} }, big[:100<<10], true},
+		{"chunked", func(id uint32) [][]byte {
+			return [][]byte{firstChunk(id, 250<<10, big[:100<<10]), dataFrame(id, wire.FlagMore, big[100<<10:200<<10]), dataFrame(id, 0, big[200<<10:250<<10])}
+		}, big[:250<<10], true},
+		{"small", func(id uint32) [][]byte { return [][]byte{dataFrame(id, 0, big[:1000])} }, big[:1000], false},
+		{"larger than the memory", func(id uint32) [][]byte {
+			return [][]byte{firstChunk(id, 300<<10, big[:200<<10]), dataFrame(id, 0, big[200<<10:])}
+		}, big, false},
+	}
+	readers := []struct {
+		name string
+		ctx  func(t *testing.T) context.Context
+		busy bool // another call waits meanwhile
+	}{
+		{"own read", func(t *testing.T) context.Context { return context.Background() }, false},
+		{"own interruptible read", func(t *testing.T) context.Context { return testCtx(t) }, false},
+		{"background reader", func(t *testing.T) context.Context { return testCtx(t) }, true},
+	}
+	for _, k := range connKinds {
+		for _, rd := range readers {
+			for _, rp := range replies {
+				t.Run(k.name+"/"+rd.name+"/"+rp.name, func(t *testing.T) {
+					raw, c := rawServer(t, k, nil, wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1 << 20})
+					ctx := rd.ctx(t)
+					var other *mux.Stream
+					otherDone := make(chan error, 1)
+					if rd.busy {
+						var err error
+						if other, err = c.Open(ctx, "Svc.Other", 0, 0, nil, []byte("o"), true); err != nil {
+							t.Fatal(err)
+						}
+						awaitCall(raw, other.ID())
+						go func() { otherDone <- recvErr(ctx, other) }()
+					}
+					st, err := c.Open(ctx, "Svc.Big", 0, 0, nil, []byte("req"), true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					awaitCall(raw, st.ID())
+					mem := make([]byte, 260<<10)
+					st.RecvInto(mem[:10])
+					// A pipe's write blocks until the client reads.
+					wrote := make(chan error, 1)
+					go func() { wrote <- raw.write(append(rp.frames(st.ID()), trailersFrame(st.ID(), status.OK, ""))...) }()
+					defer func() {
+						if err := <-wrote; err != nil {
+							t.Error(err)
+						}
+					}()
+					got, err := st.Recv(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got.B, rp.want) {
+						t.Fatalf("reply of %d bytes differs from the %d sent", len(got.B), len(rp.want))
+					}
+					lent := len(got.B) > 0 && &got.B[0] == &mem[0]
+					if want := rp.inPlace && k.name == "unix"; lent != want {
+						t.Fatalf("reply in the lent memory: %v, want %v", lent, want)
+					}
+					pool.Put(got)
+					if _, err := st.Recv(ctx); err != io.EOF {
+						t.Fatalf("after the reply: %v, want io.EOF", err)
+					}
+					st.Release()
+					endOther(t, raw, other, otherDone)
+					if err := c.Err(); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRecvIntoReleaseDuringRead gives up calls while their replies are
+// being read into the memory they lent, and the server stalls inside the
+// payload. Release returns at once, the memory is not written after it
+// returns, and the session goes on: the rest of the payload is read
+// elsewhere and dropped, and a later call gets its reply.
+func TestRecvIntoReleaseDuringRead(t *testing.T) {
+	big := bigPayload(200 << 10)
+	for _, busy := range []bool{false, true} {
+		name := map[bool]string{false: "own read", true: "background reader"}[busy]
+		t.Run(name, func(t *testing.T) {
+			raw, c := rawServer(t, connKinds[1], nil, wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1 << 20})
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			var other *mux.Stream
+			otherDone := make(chan error, 1)
+			if busy {
+				var err error
+				if other, err = c.Open(testCtx(t), "Svc.Other", 0, 0, nil, []byte("o"), true); err != nil {
+					t.Fatal(err)
+				}
+				awaitCall(raw, other.ID())
+				go func() { otherDone <- recvErr(testCtx(t), other) }()
+			}
+			st, err := c.Open(ctx, "Svc.Big", 0, 0, nil, []byte("req"), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitCall(raw, st.ID())
+			mem := make([]byte, 200<<10)
+			st.RecvInto(mem)
+			f := dataFrame(st.ID(), 0, big)
+			cut := wire.HeaderSize + 70<<10
+			raw.mustWrite(f[:cut])
+			errc := make(chan error, 1)
+			go func() {
+				_, err := st.Recv(ctx)
+				errc <- err
+			}()
+			time.Sleep(30 * time.Millisecond) // let the reader block inside the payload
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Recv after cancel = %v, want context.Canceled", err)
+			}
+			released := make(chan struct{})
+			go func() {
+				st.Cancel()
+				st.Release()
+				close(released)
+			}()
+			select {
+			case <-released:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Release did not return while the reply was stalled inside the lent memory")
+			}
+			if !bytes.Equal(mem[:70<<10-100], big[:70<<10-100]) {
+				t.Fatal("the part of the reply sent was not read into the lent memory")
+			}
+			snapshot := append([]byte(nil), mem...)
+			raw.mustWrite(f[cut:], trailersFrame(1, status.OK, ""))
+
+			// A later call: its reply comes after the rest of the first.
+			st2, err := c.Open(testCtx(t), "Svc.Echo", 0, 0, nil, []byte("again"), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := st2.ID()
+			awaitCall(raw, id)
+			want := payload(7, 40<<10)
+			raw.mustWrite(dataFrame(id, 0, want), trailersFrame(id, status.OK, ""))
+			got, err := st2.Recv(testCtx(t))
+			if err != nil || !bytes.Equal(got.B, want) {
+				t.Fatalf("call after the released one: %v", err)
+			}
+			st2.Release()
+			endOther(t, raw, other, otherDone)
+			if !bytes.Equal(mem, snapshot) {
+				t.Fatal("the lent memory was written after Release returned")
+			}
+			if err := c.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// awaitCall reads frames on raw up to the call header of stream id.
+func awaitCall(raw *rawPeer, id uint32) {
+	for {
+		if f := raw.expectAny(); f.Type == wire.TypeHeaders && f.Stream == id {
+			return
+		}
+	}
+}
+
+// endOther ends the other call a test kept waiting, if any: the server
+// finishes it, and its Recv must end with io.EOF.
+func endOther(t *testing.T, raw *rawPeer, other *mux.Stream, done <-chan error) {
+	t.Helper()
+	if other == nil {
+		return
+	}
+	raw.mustWrite(trailersFrame(other.ID(), status.OK, ""))
+	if err := <-done; err != io.EOF {
+		t.Fatalf("other call: %v", err)
+	}
+	other.Release()
+}
