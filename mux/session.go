@@ -119,14 +119,14 @@ type Session struct {
 	// readerState is the reader generation (bumped by each takeover) shifted
 	// left by one, with the low bit set while the reader runs a request
 	// inline (see Stream.RunInline).
-	readerState atomic.Uint64
-	inlineTimer *time.Timer  // the watch timer (see guarded)
-	inlineStart atomic.Int64 // when the current inline run began (UnixNano); 0 when none
-	inlineRuns  atomic.Uint64
-	watchArmed  atomic.Bool
-	watchedRuns uint64 // inlineRuns at the last tick; watch timer only
-	closeOnce   sync.Once
-	closing     atomic.Bool // closeWith has begun
+	readerState   atomic.Uint64
+	inlineTimer   *time.Timer // the watch timer (see guarded)
+	inlineRuns    atomic.Uint64
+	watchArmed    atomic.Bool
+	watchedRuns   uint64 // inlineRuns at the last tick; watch timer only
+	watchedInline bool   // a request ran inline at the last tick; watch timer only
+	closeOnce     sync.Once
+	closing       atomic.Bool // closeWith has begun
 
 	direct wire.Into // s.directDst, made once
 

@@ -646,36 +646,35 @@ func (st *Stream) RunInline(fn func(*Stream)) {
 func (s *Session) guarded(fn func()) (replaced bool) {
 	g := s.readerState.Load() &^ 1
 	s.readerState.Store(g | 1)
-	s.inlineStart.Store(time.Now().UnixNano())
 	s.inlineRuns.Add(1)
 	if !s.watchArmed.Load() && s.watchArmed.CompareAndSwap(false, true) {
 		s.inlineTimer.Reset(takeoverDelay)
 	}
 	fn()
-	if !s.readerState.CompareAndSwap(g|1, g) {
-		return true // taken over: inlineStart belongs to the new reader now
-	}
-	s.inlineStart.Store(0)
-	return false
+	return !s.readerState.CompareAndSwap(g|1, g) // false: taken over
 }
 
-// watch runs on the watch timer: it starts a new reader goroutine if a
-// request has been running inline for longer than takeoverDelay, and keeps
-// ticking while the session is busy.
+// watch runs on the watch timer: it starts a new reader goroutine if the
+// request running inline now is the one that ran at the previous tick, a
+// takeoverDelay ago or more (inlineRuns counts the runs, so no clock is
+// read per request), and keeps ticking while the session is busy.
 func (s *Session) watch() {
-	if start := s.inlineStart.Load(); start != 0 && time.Now().UnixNano()-start >= int64(takeoverDelay) {
-		s.takeover()
-	}
 	runs := s.inlineRuns.Load()
-	if runs != s.watchedRuns || s.inlineStart.Load() != 0 {
-		s.watchedRuns = runs
+	inline := s.readerState.Load()&1 != 0
+	if inline && s.watchedInline && runs == s.watchedRuns {
+		s.takeover()
+		inline = false // the new reader's runs count from here
+	}
+	if runs != s.watchedRuns || inline {
+		s.watchedRuns, s.watchedInline = runs, inline
 		s.inlineTimer.Reset(takeoverDelay)
 		return
 	}
+	s.watchedInline = false
 	s.watchArmed.Store(false)
 	// A run that began just before the store above saw the timer armed and
 	// did not arm it: look again.
-	if s.inlineStart.Load() != 0 && s.watchArmed.CompareAndSwap(false, true) {
+	if s.readerState.Load()&1 != 0 && s.watchArmed.CompareAndSwap(false, true) {
 		s.inlineTimer.Reset(takeoverDelay)
 	}
 }
