@@ -30,26 +30,36 @@ func (st *Stream) RecvInto(b []byte) {
 		return // a message that small is not read in place
 	}
 	st.mu.Lock()
-	st.lend = b[:cap(b)]
+	if st.lend == nil {
+		st.lend = new(lendState)
+	}
+	st.lend.offer = b[:cap(b)]
 	st.mu.Unlock()
+}
+
+// lendState is a client stream's RecvInto offer.
+type lendState struct {
+	offer []byte   // memory offered for the next message
+	buf   pool.Buf // the caller's memory holding a message (Borrow): asm or queued
 }
 
 // borrowLocked makes the lent memory, if it can hold n bytes, the message
 // in progress. The offer is used up.
 func (st *Stream) borrowLocked(n int) bool {
-	if st.lend == nil || cap(st.lend) < n {
+	l := st.lend
+	if l == nil || cap(l.offer) < n {
 		return false
 	}
-	st.lendBuf = pool.Borrow(st.lend[:n])
-	st.lend = nil
-	st.asm = &st.lendBuf
+	l.buf = pool.Borrow(l.offer[:n])
+	l.offer = nil
+	st.asm = &l.buf
 	return true
 }
 
 // lentLocked records that the reader is about to read into asm, if asm is
 // the caller's memory.
 func (st *Stream) lentLocked() {
-	if st.asm == &st.lendBuf {
+	if st.lend != nil && st.asm == &st.lend.buf {
 		st.s.lent.Store(st)
 	}
 }
@@ -60,8 +70,9 @@ func (st *Stream) lentLocked() {
 func (st *Stream) unlend() {
 	s := st.s
 	st.mu.Lock()
-	st.lend = nil
-	st.lendBuf = pool.Buf{}
+	if l := st.lend; l != nil {
+		l.offer, l.buf = nil, pool.Buf{}
+	}
 	st.mu.Unlock()
 	if s.lent.Load() != st {
 		return

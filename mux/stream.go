@@ -32,18 +32,17 @@ type Stream struct {
 	asmTotal   int       // the message's declared size; asm grows to it (see startAsmLocked)
 	asmRes     int64     // bytes of the session's assembly budget asm holds
 	asmDirect  bool      // the reader may be reading into asm (Session.directDst): drop must not pool it
-	lend       []byte    // memory offered by RecvInto for the next message
-	lendBuf    pool.Buf  // the caller's memory holding a message (Borrow): asm or queued
 	recvEnd    bool      // the peer half-closed
-	rerr       error     // terminal error; set once
-	header     []byte    // reply metadata block (client)
 	hasHeader  bool
-	trailer    []byte // trailer payload (client)
 	hasTrailer bool
+	requested  bool          // OnRequest was called (reader goroutine only)
+	lend       *lendState    // RecvInto's offer; made on first use, kept while the stream is pooled
+	rerr       error         // terminal error; set once
+	header     []byte        // reply metadata block (client)
+	trailer    []byte        // trailer payload (client)
 	notify     chan struct{} // wakes a blocked Recv; created on first need
 	recvWin    int64         // credit the peer may still use on this stream
 	unacked    int64         // bytes consumed but not yet granted back
-	requested  bool          // OnRequest was called (reader goroutine only)
 	held       int64         // credit for chunks withheld while messages wait in the queue
 
 	// protected by s.flowMu
