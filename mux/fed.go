@@ -220,6 +220,7 @@ func (s *Session) Hibernate() (FedState, bool) {
 	}
 	s.flowMu.Unlock()
 	s.err = ErrHibernated
+	s.ended.Store(true)
 	s.streams = nil
 	s.mu.Unlock()
 	w.err = ErrHibernated

@@ -102,6 +102,9 @@ type Session struct {
 	pingSeq    uint64
 	err        error // why the session ended
 
+	ended      atomic.Bool // err is set (read without mu by Err)
+	goAwayFlag atomic.Bool // goAwayRecv is set (read without mu by GoAwayReason)
+
 	flowMu      sync.Mutex // protects following
 	connSendWin int64
 	flowWaiters []*Stream // streams waiting for connection credit
@@ -323,6 +326,9 @@ func (s *Session) start(peer wire.Settings) {
 // GoAwayReason returns the code and message of the peer's GOAWAY, if it
 // sent one.
 func (s *Session) GoAwayReason() (code status.Code, msg string, ok bool) {
+	if !s.goAwayFlag.Load() {
+		return 0, "", false // every call asks: no lock for the common answer
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.goAwayCode, s.goAwayMsg, s.goAwayRecv
@@ -346,6 +352,9 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err returns why the session ended, or nil while it is up.
 func (s *Session) Err() error {
+	if !s.ended.Load() {
+		return nil // asked per call and per frame: no lock while the session is up
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -392,6 +401,7 @@ func (s *Session) closeWith(err error) {
 		}
 		s.mu.Lock()
 		s.err = err
+		s.ended.Store(true)
 		streams := s.streams
 		s.streams = nil
 		pings := s.pings
@@ -585,6 +595,7 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 		}
 		s.mu.Lock()
 		s.goAwayRecv = true
+		s.goAwayFlag.Store(true)
 		s.goAwayLast = last
 		s.goAwayCode = status.Code(code)
 		s.goAwayMsg = string(msg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/codec"
@@ -59,6 +60,8 @@ type Client struct {
 	opts  ClientOptions
 	chain UnaryInvoker
 
+	cur atomic.Pointer[mux.Session] // sess, read without mu by calls
+
 	mu       sync.Mutex // protects following
 	sess     *mux.Session
 	dialing  chan struct{} // closed when the attempt in progress ends
@@ -103,6 +106,7 @@ func (c *Client) Close() error {
 	sessions := c.sessions
 	c.sessions = nil
 	c.sess = nil
+	c.cur.Store(nil)
 	dialing := c.dialing
 	c.mu.Unlock()
 	for _, s := range sessions {
@@ -123,6 +127,11 @@ func (c *Client) Close() error {
 
 // session returns a live session, connecting if needed.
 func (c *Client) session(ctx context.Context) (*mux.Session, error) {
+	if s := c.cur.Load(); s != nil && s.Err() == nil {
+		if _, _, away := s.GoAwayReason(); !away {
+			return s, nil
+		}
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -137,6 +146,7 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 				}
 			}
 			c.sess = nil
+			c.cur.Store(nil)
 		}
 		if ch := c.dialing; ch != nil {
 			c.mu.Unlock()
@@ -177,6 +187,9 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 			c.sess = s
 			c.prune()
 			closed := c.closed
+			if !closed {
+				c.cur.Store(s)
+			}
 			c.mu.Unlock()
 			if closed {
 				s.Close()
@@ -285,7 +298,10 @@ func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req
 
 // Invoke performs a unary call: it sends req and decodes the reply into
 // resp, which must be a pointer. For the raw codec, req is a []byte and resp
-// a *[]byte whose capacity is reused. Errors are *status.Error values.
+// a *[]byte whose capacity is reused: on unix and tcp connections a large
+// reply that fits is read from the socket straight into it, with no copy
+// (Invoke writes that memory only until it returns). Errors are
+// *status.Error values.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
 	return c.chain(ctx, method, req, resp, opts...)
 }
