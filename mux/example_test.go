@@ -7,6 +7,8 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/warrenipc/warren/mux"
@@ -87,4 +89,72 @@ func Example() {
 	// WARREN
 	// BYE
 	// status: ok
+}
+
+// A client lends the memory a large reply is to end up in, so that the
+// reply is read from the socket straight into it. Lending needs a
+// connection whose reads can be interrupted and resumed, such as a unix
+// socket.
+func ExampleStream_RecvInto() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "mux-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	var handlers sync.WaitGroup
+	servers := make(chan *mux.Session, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			log.Fatal(err)
+		}
+		s, err := mux.Server(conn, &mux.Config{OnStream: func(st *mux.Stream, h *wire.CallHeader) {
+			handlers.Go(func() { // echo the request
+				m, err := st.Recv(ctx)
+				if err != nil {
+					return
+				}
+				st.Finish(ctx, nil, m.B, true, status.OK, "", nil, nil)
+			})
+		}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		servers <- s
+	}()
+	conn, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := mux.Client(conn, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	server := <-servers
+
+	req := bytes.Repeat([]byte("w"), 100<<10)
+	reply := make([]byte, 1<<20) // reused from call to call
+	st, err := client.Open(ctx, "Blob.Echo", 0, 0, nil, req, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	st.RecvInto(reply) // before Recv; written until Release returns
+	m, err := st.Recv(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(m.B), "bytes, in the lent memory:", &m.B[0] == &reply[0], bytes.Equal(m.B, req))
+	st.Release()
+
+	client.Close()
+	server.Close()
+	handlers.Wait()
+	// Output:
+	// 102400 bytes, in the lent memory: true true
 }
