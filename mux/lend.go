@@ -20,8 +20,10 @@ import (
 // RecvInto offers b's memory for the next message (client role): a message
 // that fits in cap(b) and is large enough to be read from the connection in
 // place (16 KiB or more) may be read straight into b, and Recv then returns a Buf whose B is
-// b[:size], which pool.Put ignores. The offer holds for one message. The
-// stream may write into b until Release returns, so the caller must not use
+// b[:size], which pool.Put ignores. The offer holds for one message, and a
+// stream holds at most one message in lent memory: once one has come that
+// way, later offers are not used. The stream may write into b until Release
+// returns, so the caller must not use
 // b before then, except through what Recv returned. On a connection whose
 // reads cannot be interrupted and resumed (TLS, WebSocket), RecvInto does
 // nothing.
@@ -47,8 +49,8 @@ type lendState struct {
 // in progress. The offer is used up.
 func (st *Stream) borrowLocked(n int) bool {
 	l := st.lend
-	if l == nil || cap(l.offer) < n {
-		return false
+	if l == nil || l.buf.B != nil || cap(l.offer) < n {
+		return false // nothing offered, or a message holds the memory lent before
 	}
 	l.buf = pool.Borrow(l.offer[:n])
 	l.offer = nil

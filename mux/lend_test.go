@@ -210,3 +210,42 @@ func endOther(t *testing.T, raw *rawPeer, other *mux.Stream, done <-chan error) 
 	}
 	other.Release()
 }
+
+// TestRecvIntoOnce: a stream holds one message in lent memory at most. A
+// second offer made while the first message waits unreceived is not used,
+// so the first message stays intact.
+func TestRecvIntoOnce(t *testing.T) {
+	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1 << 20})
+	ctx := testCtx(t)
+	st, err := c.Open(ctx, "Svc.Two", 0, 0, nil, []byte("req"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Release()
+	awaitCall(raw, st.ID())
+	first, second := payload(1, 100<<10), payload(2, 100<<10) // more than the reader's buffer
+	mem1, mem2 := make([]byte, 128<<10), make([]byte, 128<<10)
+	c.HoldReader() // read messages no one waits for
+	defer c.ReleaseReader()
+	st.RecvInto(mem1)
+	raw.mustWrite(dataFrame(st.ID(), 0, first))
+	for deadline := time.Now().Add(testTimeout); st.PendingSize() < 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first message did not arrive")
+		}
+	}
+	st.RecvInto(mem2)
+	raw.mustWrite(dataFrame(st.ID(), 0, second), trailersFrame(st.ID(), status.OK, ""))
+	for i, want := range [][]byte{first, second} {
+		got, err := st.Recv(ctx)
+		if err != nil || !bytes.Equal(got.B, want) {
+			t.Fatalf("message %d: %v, or its bytes differ", i, err)
+		}
+		if lent := &got.B[0] == &mem1[0]; lent != (i == 0) {
+			t.Fatalf("message %d in the first lent memory: %v", i, lent)
+		}
+		if &got.B[0] == &mem2[0] {
+			t.Fatalf("message %d in the second lent memory", i)
+		}
+	}
+}
