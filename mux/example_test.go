@@ -91,11 +91,11 @@ func Example() {
 	// status: ok
 }
 
-// A client lends the memory a large reply is to end up in, so that the
-// reply is read from the socket straight into it. Lending needs a
+// A client lends the memory a large reply is to end up in (OpenInto, or
+// RecvInto), so that the reply is read from the socket straight into it. Lending needs a
 // connection whose reads can be interrupted and resumed, such as a unix
 // socket.
-func ExampleStream_RecvInto() {
+func ExampleSession_OpenInto() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "mux-example")
 	if err != nil {
@@ -140,11 +140,12 @@ func ExampleStream_RecvInto() {
 
 	req := bytes.Repeat([]byte("w"), 100<<10)
 	reply := make([]byte, 1<<20) // reused from call to call
-	st, err := client.Open(ctx, "Blob.Echo", 0, 0, nil, req, true)
+	// OpenInto offers reply's memory for the first message received: a
+	// stream may write it until Release returns.
+	st, err := client.OpenInto(ctx, "Blob.Echo", 0, 0, nil, req, true, reply)
 	if err != nil {
 		log.Fatal(err)
 	}
-	st.RecvInto(reply) // before Recv; written until Release returns
 	m, err := st.Recv(ctx)
 	if err != nil {
 		log.Fatal(err)

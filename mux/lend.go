@@ -19,14 +19,17 @@ import (
 
 // RecvInto offers b's memory for the next message (client role): a message
 // that fits in cap(b) and is large enough to be read from the connection in
-// place (16 KiB or more) may be read straight into b, and Recv then returns a Buf whose B is
-// b[:size], which pool.Put ignores. The offer holds for one message, and a
-// stream holds at most one message in lent memory: once one has come that
-// way, later offers are not used. The stream may write into b until Release
-// returns, so the caller must not use
-// b before then, except through what Recv returned. On a connection whose
-// reads cannot be interrupted and resumed (TLS, WebSocket), RecvInto does
-// nothing.
+// place (16 KiB or more) may be read straight into b. Recv then returns a
+// Buf whose B is b[:size]; that Buf belongs to the stream and is valid
+// until Release (the bytes are b's, which the caller keeps), and pool.Put
+// ignores it. The offer holds for one message, and a stream holds at most
+// one message in lent memory: once one has come that way, later offers are
+// not used. The stream may write into b until Release or Close returns, so
+// the caller must not use b before then, except through what Recv
+// returned. A reply may arrive before RecvInto is called (a background
+// reader can read while a large request is being sent); OpenInto makes the
+// offer before the call is sent. On a connection whose reads cannot be
+// interrupted and resumed (TLS, WebSocket), RecvInto does nothing.
 func (st *Stream) RecvInto(b []byte) {
 	if !st.s.interruptible || cap(b) < directMin {
 		return // a message that small is not read in place

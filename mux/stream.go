@@ -81,12 +81,23 @@ func (st *Stream) Session() *Session { return st.s }
 // end half-closes the send side after msg. The stream must be released with
 // Release when the caller is done with it.
 func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout time.Duration, md []string, msg []byte, end bool) (*Stream, error) {
+	return s.OpenInto(ctx, method, codec, timeout, md, msg, end, nil)
+}
+
+// OpenInto is Open with the memory of recv offered for the first message
+// received, as RecvInto offers it, but before the call is sent: a reply
+// that comes back while a large request is still being written can then
+// be read into it too.
+func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, timeout time.Duration, md []string, msg []byte, end bool, recv []byte) (*Stream, error) {
 	if msg != nil {
 		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
 			return nil, err
 		}
 	}
 	st := s.newClientStream()
+	if recv != nil {
+		st.RecvInto(recv) // no one else sees st yet
+	}
 	// A small message goes with the call header, in the same write; a
 	// large one is written in place by Send (writer.writeDirect), and the
 	// call header, left in the writer's buffer, goes in the same write.
@@ -644,8 +655,8 @@ func (st *Stream) RunInline(fn func(*Stream)) {
 // session runs requests inline, and stops after a quiet tick.
 func (s *Session) guarded(fn func()) (replaced bool) {
 	g := s.readerState.Load() &^ 1
+	s.inlineRuns.Add(1) // before the bit: see watch
 	s.readerState.Store(g | 1)
-	s.inlineRuns.Add(1)
 	if !s.watchArmed.Load() && s.watchArmed.CompareAndSwap(false, true) {
 		s.inlineTimer.Reset(takeoverDelay)
 	}
@@ -658,8 +669,12 @@ func (s *Session) guarded(fn func()) (replaced bool) {
 // takeoverDelay ago or more (inlineRuns counts the runs, so no clock is
 // read per request), and keeps ticking while the session is busy.
 func (s *Session) watch() {
-	runs := s.inlineRuns.Load()
+	// The bit first, then the count, which guarded raises before it sets
+	// the bit: a count read with a bit belongs to that run or a later one,
+	// so a run that has just begun is not taken for the one seen at the
+	// previous tick.
 	inline := s.readerState.Load()&1 != 0
+	runs := s.inlineRuns.Load()
 	if inline && s.watchedInline && runs == s.watchedRuns {
 		s.takeover()
 		inline = false // the new reader's runs count from here
@@ -824,6 +839,7 @@ func (st *Stream) SendHeader(md []string) error {
 // refer to the stream. A stream not yet finished is canceled.
 func (st *Stream) Close() {
 	st.Cancel()
+	st.unlend()
 }
 
 // Release returns a client stream to the session's pool. The caller must not

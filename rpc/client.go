@@ -345,14 +345,15 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	if err != nil {
 		return false, err
 	}
-	st, err := s.Open(ctx, method, cd.ID(), timeout, o.md.pairs(), data, true)
+	var into []byte // a large reply may be read straight into it
+	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
+		into = *rb
+	}
+	st, err := s.OpenInto(ctx, method, cd.ID(), timeout, o.md.pairs(), data, true, into)
 	if err != nil {
 		return drained(err) || isConnErr(err), callError(err)
 	}
 	defer st.Release()
-	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw && cap(*rb) > 0 {
-		st.RecvInto(*rb) // a large reply may be read straight into it
-	}
 	var got bool
 	for {
 		buf, err := st.Recv(ctx)
