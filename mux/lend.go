@@ -49,7 +49,8 @@ type lendState struct {
 }
 
 // borrowLocked makes the lent memory, if it can hold n bytes, the message
-// in progress. The offer is used up.
+// in progress; it holds none of the session's assembly budget. The offer
+// is used up.
 func (st *Stream) borrowLocked(n int) bool {
 	l := st.lend
 	if l == nil || l.buf.B != nil || cap(l.offer) < n {
@@ -57,7 +58,7 @@ func (st *Stream) borrowLocked(n int) bool {
 	}
 	l.buf = pool.Borrow(l.offer[:n])
 	l.offer = nil
-	st.asm = &l.buf
+	st.asm, st.asmRes = &l.buf, 0
 	return true
 }
 

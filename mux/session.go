@@ -807,9 +807,7 @@ func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
 		if h.Length > s.local.MaxMessageSize {
 			return nil, 0
 		}
-		if st.borrowLocked(int(h.Length)) {
-			st.asmRes = 0
-		} else {
+		if !st.borrowLocked(int(h.Length)) {
 			st.asm = pool.Get(int(h.Length))
 		}
 		st.asmN, st.asmTotal, st.asmDirect = 0, int(h.Length), true

@@ -474,7 +474,6 @@ func (st *Stream) startAsmLocked(total, first int) {
 	s := st.s
 	st.asmTotal, st.asmN = total, 0
 	if st.borrowLocked(total) {
-		st.asmRes = 0
 		return
 	}
 	if s.asmReserved.Add(int64(total)) <= s.asmBudget() {
