@@ -484,7 +484,7 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
 	}
-	if !sc.lim.lim.Allow() {
+	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.lim.Allow() {
 		s.calls.Add(-1)
 		sc.calls.Add(-1)
 		s.refused.Add(1)
