@@ -81,7 +81,6 @@ func NewFed(conn FedConn, cfg *Config, peer wire.Settings, st *FedState) (*Sessi
 	}
 	s.peer = peer
 	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow/2)
-	s.streams = make(map[uint32]*Stream)
 	if st != nil {
 		s.lastPeerID = st.LastPeerID
 		s.goAwaySent, s.sentLast = st.GoAwaySent, st.GoAwayLast
@@ -204,7 +203,7 @@ func (s *Session) Hibernate() (FedState, bool) {
 		return FedState{}, false
 	}
 	s.mu.Lock()
-	if s.err != nil || len(s.streams) > 0 || len(s.pings) > 0 || s.closing.Load() {
+	if s.err != nil || s.streams.n > 0 || len(s.pings) > 0 || s.closing.Load() {
 		s.mu.Unlock()
 		w.mu.Unlock()
 		return FedState{}, false
@@ -221,7 +220,7 @@ func (s *Session) Hibernate() (FedState, bool) {
 	s.flowMu.Unlock()
 	s.err = ErrHibernated
 	s.ended.Store(true)
-	s.streams = nil
+	s.streams.closeLocked()
 	s.mu.Unlock()
 	w.err = ErrHibernated
 	w.releaseFedBufs()

@@ -88,7 +88,7 @@ type Session struct {
 	callHeader wire.CallHeader // reader goroutine only: the header being handed to OnStream
 
 	mu         sync.Mutex // protects following
-	streams    map[uint32]*Stream
+	streams    streamTable
 	nextID     uint32 // next stream id this side opens
 	lastPeerID uint32 // highest stream id the peer opened
 	goAwayRecv bool   // the peer sent GOAWAY
@@ -303,7 +303,6 @@ func (s *Session) start(peer wire.Settings) {
 	// still unreturned (the receiver returns credit in halves) can always
 	// make progress.
 	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow/2)
-	s.streams = make(map[uint32]*Stream)
 	s.connSendWin = int64(peer.InitialWindow) * connWindowFactor
 	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
 	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
@@ -364,7 +363,7 @@ func (s *Session) Err() error {
 func (s *Session) NumStreams() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.streams)
+	return s.streams.n
 }
 
 // Close closes the connection at once. Every open stream fails. Close waits
@@ -402,8 +401,7 @@ func (s *Session) closeWith(err error) {
 		s.mu.Lock()
 		s.err = err
 		s.ended.Store(true)
-		streams := s.streams
-		s.streams = nil
+		streams := s.streams.closeLocked()
 		pings := s.pings
 		s.pings = nil
 		s.mu.Unlock()
@@ -600,15 +598,15 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 		s.goAwayCode = status.Code(code)
 		s.goAwayMsg = string(msg)
 		var refused []*Stream
-		for id, st := range s.streams {
+		s.streams.each(func(id uint32, st *Stream) {
 			if id > last && id%2 == s.nextID%2 {
 				refused = append(refused, st)
-				delete(s.streams, id)
+				s.streams.removeLocked(id, st)
 				if s.client {
 					s.w.open.Add(-1)
 				}
 			}
-		}
+		})
 		s.mu.Unlock()
 		gerr := &GoAwayError{Code: status.Code(code), Message: string(msg)}
 		for _, st := range refused {
@@ -618,17 +616,22 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 	return nil
 }
 
+// lookup returns the open stream with the given id, or nil. Most take no
+// lock (see streamTable). As with any lookup, the stream may end just
+// after: callers check its id again under its lock.
 func (s *Session) lookup(id uint32) *Stream {
+	if st := s.streams.fast(id); st != nil {
+		return st
+	}
 	s.mu.Lock()
-	st := s.streams[id]
+	st := s.streams.getLocked(id)
 	s.mu.Unlock()
 	return st
 }
 
 func (s *Session) remove(st *Stream) {
 	s.mu.Lock()
-	if s.streams[st.ID()] == st {
-		delete(s.streams, st.ID())
+	if s.streams.removeLocked(st.ID(), st) {
 		if s.client {
 			s.w.open.Add(-1)
 		}
@@ -652,7 +655,7 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	switch {
 	case s.goAwaySent:
 		refuse = "server is shutting down"
-	case uint32(len(s.streams)) >= s.local.MaxStreams:
+	case uint32(s.streams.n) >= s.local.MaxStreams:
 		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
 	}
 	s.mu.Unlock()
@@ -676,11 +679,10 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 		st.recvEnd = true
 	}
 	s.mu.Lock()
-	if s.streams == nil {
+	if !s.streams.addLocked(h.Stream, st) {
 		s.mu.Unlock()
 		return nil // closed meanwhile
 	}
-	s.streams[h.Stream] = st
 	s.mu.Unlock()
 	s.cfg.OnStream(st, &s.callHeader)
 	s.callHeader = wire.CallHeader{}

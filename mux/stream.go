@@ -160,12 +160,12 @@ func (s *Session) registerLocked(st *Stream) error {
 		return s.err
 	case s.goAwayRecv:
 		return &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
-	case uint32(len(s.streams)) >= s.peer.MaxStreams:
+	case uint32(s.streams.n) >= s.peer.MaxStreams:
 		return ErrTooManyStreams
 	}
 	st.init(s, s.nextID)
 	s.nextID += 2
-	s.streams[st.ID()] = st
+	s.streams.addLocked(st.ID(), st)
 	s.w.open.Add(1)
 	return nil
 }

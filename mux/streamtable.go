@@ -1,0 +1,95 @@
+package mux
+
+import "sync/atomic"
+
+// streamTable maps the ids of a session's open streams to the streams. Most
+// live in a small array indexed by the low bits of id/2, which the reader
+// consults without the session's lock (Session.lookup), one atomic load per
+// frame; a stream whose slot is taken by an older one goes in a map. Ids
+// grow by two per stream, so the streams open at one time rarely collide.
+// Changes are made with Session.mu held.
+type streamTable struct {
+	slots  [tableSlots]atomic.Pointer[Stream]
+	more   map[uint32]*Stream // streams whose slot was taken
+	n      int                // streams in slots and more
+	closed bool               // the session ended: nothing is added
+}
+
+// tableSlots is the size of a streamTable's array: 512 bytes per session.
+const tableSlots = 64
+
+func (t *streamTable) slot(id uint32) *atomic.Pointer[Stream] {
+	return &t.slots[(id>>1)&(tableSlots-1)]
+}
+
+// fast returns the stream with the given id if it is in the array.
+func (t *streamTable) fast(id uint32) *Stream {
+	if st := t.slot(id).Load(); st != nil && st.ID() == id {
+		return st
+	}
+	return nil
+}
+
+func (t *streamTable) getLocked(id uint32) *Stream {
+	if st := t.fast(id); st != nil {
+		return st
+	}
+	return t.more[id]
+}
+
+// addLocked records st under id, unless the table is closed.
+func (t *streamTable) addLocked(id uint32, st *Stream) bool {
+	if t.closed {
+		return false
+	}
+	if p := t.slot(id); p.Load() == nil {
+		p.Store(st)
+	} else {
+		if t.more == nil {
+			t.more = make(map[uint32]*Stream)
+		}
+		t.more[id] = st
+	}
+	t.n++
+	return true
+}
+
+// removeLocked removes st, recorded under id, and reports whether it was
+// there.
+func (t *streamTable) removeLocked(id uint32, st *Stream) bool {
+	if p := t.slot(id); p.Load() == st {
+		p.Store(nil)
+		t.n--
+		return true
+	}
+	if t.more[id] == st && st != nil {
+		delete(t.more, id)
+		t.n--
+		return true
+	}
+	return false
+}
+
+// each calls fn for every stream in the table; fn may remove the stream it
+// is given.
+func (t *streamTable) each(fn func(id uint32, st *Stream)) {
+	for i := range t.slots {
+		if st := t.slots[i].Load(); st != nil {
+			fn(st.ID(), st)
+		}
+	}
+	for id, st := range t.more {
+		fn(id, st)
+	}
+}
+
+// closeLocked empties the table, closes it, and returns what it held.
+func (t *streamTable) closeLocked() []*Stream {
+	var all []*Stream
+	t.each(func(_ uint32, st *Stream) { all = append(all, st) })
+	for i := range t.slots {
+		t.slots[i].Store(nil)
+	}
+	t.more, t.n, t.closed = nil, 0, true
+	return all
+}
