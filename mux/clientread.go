@@ -53,13 +53,90 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 	}
 	s.ensureReader()
 	var err error
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if s.watching(ctx) {
+		// ctx's end signals every open stream (watchCtx): a plain
+		// receive is enough, and cheaper than a select with ctx.Done(),
+		// whose channel every caller sharing ctx would lock twice.
+		if err = ctx.Err(); err == nil {
+			<-ch
+			err = ctx.Err()
+		}
+	} else {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	s.waiters.Add(-1)
 	return err
+}
+
+// ctxWatch is the registration of a context whose end wakes every stream
+// of a client session (see watching).
+type ctxWatch struct {
+	s    *Session
+	ctx  context.Context
+	stop func() bool
+}
+
+// watching reports whether ctx is the session's watched context: its end
+// signals every open stream, so that a Recv with it can wait on its
+// stream's channel alone. The first context that two waits in a row use,
+// as when callers share a long-lived context, becomes the watched one,
+// until it ends or the session does: one registration for many calls.
+// Other contexts are not watched; per-call contexts would cost a
+// registration each.
+func (s *Session) watching(ctx context.Context) bool {
+	if w := s.ctxw.Load(); w != nil {
+		return w.ctx == ctx
+	}
+	if ctx.Done() == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.ctxw.Load() != nil {
+		return false
+	}
+	if s.lastCtx != ctx {
+		s.lastCtx = ctx
+		return false
+	}
+	s.lastCtx = nil
+	w := &ctxWatch{s: s, ctx: ctx}
+	w.stop = context.AfterFunc(ctx, w.fire)
+	s.ctxw.Store(w)
+	return true
+}
+
+// fire runs when the watched context ends: it stops watching it and
+// signals every open stream, so that their receivers see it ended.
+// Receivers with other contexts wake for nothing and wait again.
+func (w *ctxWatch) fire() {
+	s := w.s
+	s.mu.Lock()
+	s.ctxw.CompareAndSwap(w, nil)
+	var all []*Stream
+	s.streams.each(func(_ uint32, st *Stream) { all = append(all, st) })
+	s.mu.Unlock()
+	for _, st := range all {
+		st.mu.Lock()
+		st.signalLocked()
+		st.mu.Unlock()
+	}
+}
+
+// unwatch drops the watched context's registration, when the session
+// ends.
+func (s *Session) unwatch() {
+	s.mu.Lock()
+	w := s.ctxw.Swap(nil)
+	s.lastCtx = nil
+	s.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
 }
 
 // readInterruptible is the lone caller's read with a context that can end:

@@ -98,7 +98,8 @@ type Session struct {
 	goAwaySent bool
 	sentLast   uint32
 	pings      map[uint64]chan struct{}
-	free       []*Stream // released client streams, for reuse
+	free       []*Stream       // released client streams, for reuse
+	lastCtx    context.Context // the context the last waiter that was not watching its context had (see watching)
 	pingSeq    uint64
 	err        error // why the session ended
 
@@ -145,6 +146,8 @@ type Session struct {
 	lent     atomic.Pointer[Stream]
 	lendMu   sync.Mutex
 	lendCond sync.Cond
+
+	ctxw atomic.Pointer[ctxWatch] // the watched context (see watching)
 }
 
 // Client performs the client side of the handshake on conn and starts the
@@ -407,6 +410,7 @@ func (s *Session) closeWith(err error) {
 		s.mu.Unlock()
 		s.conn.Close()
 		s.intr.unregister()
+		s.unwatch()
 		s.w.fail(err)
 		for _, st := range streams {
 			if !s.client && s.cfg.OnReset != nil {
