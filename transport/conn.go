@@ -26,6 +26,7 @@ type Conn struct {
 	ws               *wsConn     // non-nil for ws and wss
 	wsAccept         *wsAccept   // the server's WebSocket handshake, until it has run
 	io               net.Conn    // ws if set, else tls if set, else raw: all I/O goes here
+	rio              *rawIO      // raw unix and tcp connections: Read and Write of raw (see rawio_linux.go)
 	local            net.Addr    // overrides io.LocalAddr when set
 	remote           net.Addr    // overrides io.RemoteAddr when set
 	peer             *peer.Peer  // the other end
@@ -116,7 +117,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n, err := c.io.Read(b)
+	var n int
+	var err error
+	if c.rio != nil && c.io == c.raw {
+		n, err = c.rio.Read(b)
+	} else {
+		n, err = c.io.Read(b)
+	}
 	if err != nil && c.local != nil {
 		c.fixAddr(err)
 	}
@@ -131,7 +138,13 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n, err := c.io.Write(b)
+	var n int
+	var err error
+	if c.rio != nil && c.io == c.raw {
+		n, err = c.rio.Write(b)
+	} else {
+		n, err = c.io.Write(b)
+	}
 	if err != nil && c.local != nil {
 		c.fixAddr(err)
 	}

@@ -85,6 +85,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 	c := &Conn{
 		raw:    raw,
 		io:     raw,
+		rio:    newRawIO(raw),
 		policy: cfg.ServerPolicy,
 		peer: &peer.Peer{
 			Network:    a.Scheme,

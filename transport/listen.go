@@ -247,6 +247,7 @@ func (l *Listener) admit(c net.Conn) *Conn {
 	conn := &Conn{
 		raw:    c,
 		io:     c,
+		rio:    newRawIO(c),
 		srv:    l,
 		policy: l.policy,
 		peer: &peer.Peer{
