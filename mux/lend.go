@@ -83,6 +83,13 @@ func (st *Stream) unlend() {
 	if s.lent.Load() != st {
 		return
 	}
+	st.waitLent()
+}
+
+// waitLent interrupts the reader's read into st's lent memory and waits
+// until it has stopped.
+func (st *Stream) waitLent() {
+	s := st.s
 	s.intr.interruptNow(s.conn)
 	s.lendMu.Lock()
 	for s.lent.Load() == st {

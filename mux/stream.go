@@ -742,6 +742,14 @@ func (st *Stream) fail(err error) {
 func (st *Stream) drop(err error) {
 	st.fail(err)
 	st.mu.Lock()
+	credit := st.freeLocked()
+	st.mu.Unlock()
+	st.s.grantConn(credit)
+}
+
+// freeLocked gives back the messages st holds and returns their
+// flow-control credit.
+func (st *Stream) freeLocked() int64 {
 	var credit int64
 	for i := st.head; i < len(st.queue); i++ {
 		pool.Put(st.queue[i].b)
@@ -759,8 +767,7 @@ func (st *Stream) drop(err error) {
 	}
 	credit += st.held
 	st.held = 0
-	st.mu.Unlock()
-	st.s.grantConn(credit)
+	return credit
 }
 
 // Header returns the reply metadata block the server sent, if any (client
@@ -847,10 +854,22 @@ func (st *Stream) Release() {
 	if st.ID() == 0 {
 		return // released already
 	}
-	st.drop(ErrStreamClosed)
-	st.s.remove(st)
-	st.unlend()
+	s := st.s
+	// Out of the table first, so that the reader finds it no more; one
+	// that found it just before sees its id change below.
+	s.remove(st)
+	// Then, in one locked section, what drop, unlend and a reset would
+	// each do: fail it (waking a receiver), free what it holds, withdraw
+	// the offer of the caller's memory, and clear it for reuse.
 	st.mu.Lock()
+	credit := st.freeLocked()
+	if l := st.lend; l != nil {
+		l.offer, l.buf = nil, pool.Buf{}
+	}
+	if st.rerr == nil {
+		st.rerr = ErrStreamClosed
+	}
+	st.signalLocked()
 	st.idv.Store(0)
 	st.Owner = nil
 	st.rerr, st.recvEnd = nil, false
@@ -865,17 +884,28 @@ func (st *Stream) Release() {
 		}
 	}
 	st.mu.Unlock()
-	s := st.s
+	s.grantConn(credit)
+	// The reader may be reading a payload into the caller's memory: wait
+	// until it has stopped (see unlend).
+	if s.lent.Load() == st {
+		st.waitLent()
+	}
 	s.flowMu.Lock()
+	ch := st.wnotify
 	st.sendDone = false
 	st.sendWin = 0
-	if st.wnotify != nil {
+	s.flowMu.Unlock()
+	if ch != nil {
+		// A sender waiting for credit stops (it finds the stream ended);
+		// a token left behind costs a later sender one spurious wake.
 		select {
-		case <-st.wnotify:
+		case ch <- struct{}{}:
 		default:
 		}
 	}
-	s.flowMu.Unlock()
+	if w := &s.w; w.waiting.Load() > 0 {
+		w.wake() // a writer of st waiting for buffer space stops
+	}
 	s.freeClientStream(st)
 }
 
