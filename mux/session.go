@@ -26,7 +26,8 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// NewStream, if set, returns the memory for a stream the peer opens, so
 	// that a layer above can embed Stream in its own per-call struct and
-	// allocate once. It is called on the session's reader goroutine.
+	// allocate once: a zero Stream that no other goroutine uses. It is
+	// called on the session's reader goroutine.
 	NewStream func() *Stream
 	// OnStream is called (server role) on the session's reader goroutine
 	// when the peer opens a stream. h aliases the read buffer and is valid
@@ -678,7 +679,7 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	} else {
 		st = new(Stream)
 	}
-	st.init(s, h.Stream)
+	st.initFresh(s, h.Stream)
 	if h.Flags&wire.FlagEnd != 0 {
 		st.recvEnd = true
 	}

@@ -48,6 +48,8 @@ type Stream struct {
 	// protected by s.flowMu
 	sendWin  int64
 	wnotify  chan struct{} // wakes a sender waiting for credit
+
+	hasWnotify atomic.Bool // wnotify is set: wakeSender reads it only then
 	sendDone bool          // FlagEnd was sent
 }
 
@@ -68,6 +70,16 @@ func (st *Stream) init(s *Session, id uint32) {
 	s.flowMu.Lock()
 	st.sendWin = int64(s.peer.InitialWindow)
 	s.flowMu.Unlock()
+}
+
+// initFresh is init for a new stream that no other goroutine can see yet
+// (the peer opened it): it needs no locks.
+func (st *Stream) initFresh(s *Session, id uint32) {
+	st.s = s
+	st.idv.Store(id)
+	st.queue = st.qbuf[:0]
+	st.recvWin = int64(s.local.InitialWindow)
+	st.sendWin = int64(s.peer.InitialWindow)
 }
 
 // ID returns the stream's id.
@@ -332,9 +344,16 @@ func (st *Stream) acquire(ctx context.Context, n int, end bool) error {
 		}
 		if st.wnotify == nil {
 			st.wnotify = make(chan struct{}, 1)
+			st.hasWnotify.Store(true)
 		}
 		ch := st.wnotify
 		s.flowMu.Unlock()
+		// fail sets the error, then looks at hasWnotify: looking at the
+		// error again after setting hasWnotify, the one or the other sees
+		// the other's change, so a stream that fails now is not missed.
+		if err := st.err(); err != nil {
+			return err
+		}
 		if s.client {
 			s.waiters.Add(1)
 			s.ensureReader()
@@ -357,6 +376,9 @@ func (st *Stream) acquire(ctx context.Context, n int, end bool) error {
 }
 
 func (st *Stream) wakeSender() {
+	if !st.hasWnotify.Load() {
+		return // no sender ever waited on st
+	}
 	st.s.flowMu.Lock()
 	ch := st.wnotify
 	st.s.flowMu.Unlock()
@@ -731,19 +753,30 @@ func (st *Stream) fail(err error) {
 	}
 	st.signalLocked()
 	st.mu.Unlock()
+	st.wakeSenders()
+}
+
+// wakeSenders wakes the goroutines that may wait to send on st, which has
+// just failed: a sender waiting for credit, writers waiting for buffer
+// space.
+func (st *Stream) wakeSenders() {
 	st.wakeSender()
 	if w := &st.s.w; w.waiting.Load() > 0 {
-		w.wake() // a writer of st waiting for buffer space stops
+		w.wake()
 	}
 }
 
 // drop fails the stream with err and frees what it holds: queued messages
 // and a partly assembled one, returning their connection credit.
 func (st *Stream) drop(err error) {
-	st.fail(err)
 	st.mu.Lock()
+	if st.rerr == nil {
+		st.rerr = err
+	}
+	st.signalLocked()
 	credit := st.freeLocked()
 	st.mu.Unlock()
+	st.wakeSenders()
 	st.s.grantConn(credit)
 }
 
@@ -942,14 +975,24 @@ func (s *Session) freeClientStream(st *Stream) {
 // closed.
 func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMsg bool, code status.Code, message string, details [][]byte, trailer []string) error {
 	s := st.s
-	defer st.finished()
+	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
+		defer st.finished()
+		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
+			return err
+		}
+		return st.finishLarge(ctx, header, msg, code, message, details, trailer)
+	}
+	removed := false
+	defer func() {
+		st.drop(ErrStreamClosed)
+		if !removed {
+			s.remove(st)
+		}
+	}()
 	if hasMsg {
 		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
 			return err
 		}
-	}
-	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
-		return st.finishLarge(ctx, header, msg, code, message, details, trailer)
 	}
 	if hasMsg {
 		if err := st.acquire(ctx, len(msg), false); err != nil {
@@ -986,6 +1029,7 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 	// The stream stops counting against MaxStreams before the peer can
 	// see it end and open the next one.
 	s.remove(st)
+	removed = true
 	return s.w.unlock(b)
 }
 
