@@ -41,6 +41,10 @@ type writer struct {
 // buffer without bound.
 const highWater = 256 << 10
 
+// yieldMin is the least a flusher must have to write before it yields to
+// other callers to gather their frames (see flushLocked).
+const yieldMin = 4 << 10
+
 func (w *writer) init(conn net.Conn) {
 	w.conn = conn
 	w.cond.L = &w.mu
@@ -152,9 +156,14 @@ func (w *writer) flushLocked() error {
 		return w.flushFedLocked()
 	}
 	w.flushing = true
-	if w.open.Load() > 1 && len(w.buf) < highWater/4 {
+	if w.open.Load() > 1 && len(w.buf) >= yieldMin && len(w.buf) < highWater/4 {
 		// Other callers have calls in flight and may be about to append
 		// frames: let them run first, so that one write carries theirs too.
+		// Not for less than yieldMin: small requests go out at once, and
+		// the frames appended during the write go in the next one. The
+		// peer starts on the first while the rest are being made; with 16
+		// callers of 1 KiB that was 10-15% more calls per second, and at
+		// 10 KiB the wait still paid (fewer writes, the same rate).
 		w.mu.Unlock()
 		runtime.Gosched()
 		w.mu.Lock()
