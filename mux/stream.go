@@ -48,9 +48,9 @@ type Stream struct {
 	// protected by s.flowMu
 	sendWin  int64
 	wnotify  chan struct{} // wakes a sender waiting for credit
+	sendDone bool          // FlagEnd was sent
 
 	hasWnotify atomic.Bool // wnotify is set: wakeSender reads it only then
-	sendDone bool          // FlagEnd was sent
 }
 
 type queued struct {
