@@ -203,7 +203,7 @@ func (s *Session) Hibernate() (FedState, bool) {
 		return FedState{}, false
 	}
 	s.mu.Lock()
-	if s.err != nil || s.streams.n > 0 || len(s.pings) > 0 || s.closing.Load() {
+	if s.err != nil || s.streams.count() > 0 || len(s.pings) > 0 || s.closing.Load() {
 		s.mu.Unlock()
 		w.mu.Unlock()
 		return FedState{}, false

@@ -367,7 +367,7 @@ func (s *Session) Err() error {
 func (s *Session) NumStreams() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.streams.n
+	return s.streams.count()
 }
 
 // Close closes the connection at once. Every open stream fails. Close waits
@@ -604,9 +604,8 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 		s.goAwayMsg = string(msg)
 		var refused []*Stream
 		s.streams.each(func(id uint32, st *Stream) {
-			if id > last && id%2 == s.nextID%2 {
+			if id > last && id%2 == s.nextID%2 && s.streams.removeLocked(id, st) {
 				refused = append(refused, st)
-				s.streams.removeLocked(id, st)
 				if s.client {
 					s.w.open.Add(-1)
 				}
@@ -635,19 +634,37 @@ func (s *Session) lookup(id uint32) *Stream {
 }
 
 func (s *Session) remove(st *Stream) {
-	s.mu.Lock()
-	if s.streams.removeLocked(st.ID(), st) {
-		if s.client {
-			s.w.open.Add(-1)
-		}
+	removed := s.streams.removeFast(st.ID(), st)
+	if !removed {
+		s.mu.Lock()
+		removed = s.streams.removeLocked(st.ID(), st)
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
+	if removed && s.client {
+		s.w.open.Add(-1)
+	}
 }
 
 // onOpen handles a client's HEADERS frame opening a stream.
 func (s *Session) onOpen(h wire.Header, p []byte) error {
 	if h.Stream%2 != 1 {
 		return &ProtocolError{Reason: fmt.Sprintf("client opened even stream %d", h.Stream)}
+	}
+	var perr error
+	s.callHeader, perr = wire.ParseCallHeader(p)
+	// The stream is made before the checks, so that one locked section
+	// checks and records it; a refused one is garbage.
+	var st *Stream
+	if perr == nil {
+		if s.cfg.NewStream != nil {
+			st = s.cfg.NewStream()
+		} else {
+			st = new(Stream)
+		}
+		st.initFresh(s, h.Stream)
+		if h.Flags&wire.FlagEnd != 0 {
+			st.recvEnd = true
+		}
 	}
 	s.mu.Lock()
 	if h.Stream <= s.lastPeerID {
@@ -660,35 +677,20 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	switch {
 	case s.goAwaySent:
 		refuse = "server is shutting down"
-	case uint32(s.streams.n) >= s.local.MaxStreams:
+	case uint32(s.streams.count()) >= s.local.MaxStreams:
 		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
+	case perr != nil:
+		refuse, code = "malformed call header: "+perr.Error(), status.InvalidArgument
 	}
-	s.mu.Unlock()
-	var err error
-	s.callHeader, err = wire.ParseCallHeader(p)
-	if err != nil && refuse == "" {
-		refuse, code = "malformed call header: "+err.Error(), status.InvalidArgument
-	}
-	if refuse != "" {
-		s.refuse(h.Stream, code, refuse)
-		return nil
-	}
-	var st *Stream
-	if s.cfg.NewStream != nil {
-		st = s.cfg.NewStream()
-	} else {
-		st = new(Stream)
-	}
-	st.initFresh(s, h.Stream)
-	if h.Flags&wire.FlagEnd != 0 {
-		st.recvEnd = true
-	}
-	s.mu.Lock()
-	if !s.streams.addLocked(h.Stream, st) {
+	if refuse == "" && !s.streams.addLocked(h.Stream, st) {
 		s.mu.Unlock()
 		return nil // closed meanwhile
 	}
 	s.mu.Unlock()
+	if refuse != "" {
+		s.refuse(h.Stream, code, refuse)
+		return nil
+	}
 	s.cfg.OnStream(st, &s.callHeader)
 	s.callHeader = wire.CallHeader{}
 	if st.recvEnd && s.cfg.OnRequest != nil {

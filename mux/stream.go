@@ -172,7 +172,7 @@ func (s *Session) registerLocked(st *Stream) error {
 		return s.err
 	case s.goAwayRecv:
 		return &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
-	case uint32(s.streams.n) >= s.peer.MaxStreams:
+	case uint32(s.streams.count()) >= s.peer.MaxStreams:
 		return ErrTooManyStreams
 	}
 	st.init(s, s.nextID)
@@ -417,8 +417,13 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 				credit += st.held // the queue is empty: chunks may flow again
 				st.held = 0
 			}
+			owed := st.ackLocked(credit)
+			id := st.ID()
 			st.mu.Unlock()
-			st.consumed(credit)
+			st.s.grantConn(credit)
+			if owed > 0 {
+				st.s.sendWindow(id, owed)
+			}
 			return q.b, nil
 		}
 		if st.recvEnd && st.asm == nil {
@@ -450,8 +455,6 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 }
 
 // consumed returns n bytes of credit for messages the application took.
-func (st *Stream) consumed(n int64) { st.consumedID(st.ID(), n) }
-
 // consumedID is consumed for the stream with the given id: if st was released
 // and reused meanwhile, only the connection credit is returned.
 func (st *Stream) consumedID(id uint32, n int64) {
@@ -462,17 +465,31 @@ func (st *Stream) consumedID(id uint32, n int64) {
 		st.mu.Unlock()
 		return
 	}
+	owed := st.ackLocked(n)
+	st.mu.Unlock()
+	if owed > 0 {
+		s.sendWindow(id, owed)
+	}
+}
+
+// ackLocked records n bytes of the stream's credit as consumed and returns
+// how much to grant the peer now with a WINDOW frame: nothing until half
+// the window is owed, and nothing once the peer has finished sending.
+func (st *Stream) ackLocked(n int64) int64 {
 	st.unacked += n
 	owed := st.unacked
-	if owed < int64(s.local.InitialWindow)/2 || st.recvEnd || st.rerr != nil {
-		st.mu.Unlock()
-		return
+	if owed < int64(st.s.local.InitialWindow)/2 || st.recvEnd || st.rerr != nil {
+		return 0
 	}
 	st.unacked = 0
 	st.recvWin += owed
-	st.mu.Unlock()
+	return owed
+}
+
+// sendWindow grants the peer n more bytes of credit on stream id.
+func (s *Session) sendWindow(id uint32, n int64) {
 	var p [4]byte
-	binary.BigEndian.PutUint32(p[:], uint32(owed))
+	binary.BigEndian.PutUint32(p[:], uint32(n))
 	s.writeFrame(id, wire.TypeWindow, 0, p[:])
 }
 
@@ -994,12 +1011,15 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 			return err
 		}
 	}
+	var err error
 	if hasMsg {
-		if err := st.acquire(ctx, len(msg), false); err != nil {
+		err = st.acquire(ctx, len(msg), false) // it looks at st's error first
+		if err != nil {
 			return err
 		}
+	} else {
+		err = st.err()
 	}
-	err := st.err()
 	var b []byte
 	if err == nil {
 		b, err = s.w.lockFor(st)

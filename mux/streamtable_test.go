@@ -2,6 +2,8 @@ package mux
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -18,8 +20,8 @@ func TestStreamTable(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		if tb.n != len(open) {
-			t.Fatalf("n = %d, want %d", tb.n, len(open))
+		if tb.count() != len(open) {
+			t.Fatalf("count = %d, want %d", tb.count(), len(open))
 		}
 		for id, st := range open {
 			if got := tb.getLocked(id); got != st {
@@ -84,8 +86,8 @@ func TestStreamTable(t *testing.T) {
 	}
 
 	all := tb.closeLocked()
-	if len(all) != len(open) || tb.n != 0 || tb.addLocked(1, newStream(1)) {
-		t.Fatalf("close returned %d of %d streams (n %d) or still accepts", len(all), len(open), tb.n)
+	if len(all) != len(open) || tb.count() != 0 || tb.addLocked(1, newStream(1)) {
+		t.Fatalf("close returned %d of %d streams (count %d) or still accepts", len(all), len(open), tb.count())
 	}
 	for _, st := range all {
 		if open[st.ID()] != st {
@@ -99,5 +101,55 @@ func TestStreamTable(t *testing.T) {
 	slices.Sort(ids)
 	if len(slices.Compact(ids)) != len(all) {
 		t.Fatal("close returned a stream twice")
+	}
+}
+
+// TestStreamTableConcurrentRemove: removals without the lock, racing with
+// removals under it and with close, account for every stream exactly once.
+func TestStreamTableConcurrentRemove(t *testing.T) {
+	for round := range 50 {
+		var tb streamTable
+		var mu sync.Mutex // plays Session.mu
+		var streams []*Stream
+		for id := uint32(1); id < 4*tableSlots; id += 2 {
+			st := new(Stream)
+			st.idv.Store(id)
+			tb.addLocked(id, st)
+			streams = append(streams, st)
+		}
+		var removed atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := g; i < len(streams); i += 4 {
+					st := streams[i]
+					ok := tb.removeFast(st.ID(), st)
+					if !ok {
+						mu.Lock()
+						ok = tb.removeLocked(st.ID(), st)
+						mu.Unlock()
+					}
+					if ok {
+						removed.Add(1)
+					}
+				}
+			})
+		}
+		var closed []*Stream
+		if round%2 == 0 {
+			mu.Lock()
+			closed = tb.closeLocked()
+			mu.Unlock()
+		}
+		wg.Wait()
+		if round%2 == 1 {
+			closed = tb.closeLocked()
+		}
+		if got := int(removed.Load()) + len(closed); got != len(streams) {
+			t.Fatalf("round %d: %d removed + %d closed, want %d", round, removed.Load(), len(closed), len(streams))
+		}
+		if tb.count() != 0 {
+			t.Fatalf("round %d: count %d after all were removed", round, tb.count())
+		}
 	}
 }
