@@ -165,7 +165,13 @@ func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
 	if c.ws != nil {
 		return c.ws.writeBuffers(v)
 	}
-	n, err := v.WriteTo(c.io)
+	var n int64
+	var err error
+	if c.rio != nil && c.io == c.raw {
+		n, err = c.rio.WriteBuffers(v)
+	} else {
+		n, err = v.WriteTo(c.io)
+	}
 	if err != nil && c.local != nil {
 		c.fixAddr(err)
 	}

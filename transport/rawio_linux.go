@@ -39,11 +39,15 @@ type rawIO struct {
 	rn   int
 	rerr syscall.Errno
 
-	wmu  sync.Mutex // one Write at a time; protects the following
+	wmu  sync.Mutex // one Write or WriteBuffers at a time; protects the following
 	wfn  func(fd uintptr) bool
 	wb   []byte
 	wn   int
 	werr syscall.Errno
+	wvfn func(fd uintptr) bool
+	wv   *net.Buffers
+	wvn  int64
+	iov  [8]syscall.Iovec
 }
 
 func newRawIO(c net.Conn) *rawIO {
@@ -73,6 +77,7 @@ func rawIOFor(c net.Conn) *rawIO {
 	r := &rawIO{rc: rc, net: netw, c: c}
 	r.rfn = r.readFd
 	r.wfn = r.writeFd
+	r.wvfn = r.writevFd
 	return r
 }
 
@@ -113,6 +118,77 @@ func (r *rawIO) writeFd(fd uintptr) bool {
 		return true
 	}
 	return true
+}
+
+// writevFd is the RawConn.Write callback of WriteBuffers: it writes the
+// buffers of r.wv with writev, consuming them, until none is left.
+func (r *rawIO) writevFd(fd uintptr) bool {
+	for {
+		iov := r.iov[:0]
+		for _, b := range *r.wv {
+			if len(b) == 0 {
+				continue
+			}
+			var v syscall.Iovec
+			v.Base = unsafe.SliceData(b)
+			v.SetLen(len(b))
+			iov = append(iov, v)
+			if len(iov) == cap(iov) {
+				break
+			}
+		}
+		if len(iov) == 0 {
+			*r.wv = (*r.wv)[:0]
+			return true
+		}
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		clear(iov) // keep no reference to the caller's memory
+		switch e {
+		case 0:
+			r.wvn += int64(n)
+			consume(r.wv, int64(n))
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		r.werr = e
+		return true
+	}
+}
+
+// consume drops the first n bytes of v's buffers, as net.Buffers.WriteTo
+// does with what it wrote.
+func consume(v *net.Buffers, n int64) {
+	for len(*v) > 0 {
+		l := int64(len((*v)[0]))
+		if l > n {
+			(*v)[0] = (*v)[0][n:]
+			return
+		}
+		n -= l
+		(*v)[0] = nil
+		*v = (*v)[1:]
+	}
+}
+
+// WriteBuffers writes v's buffers with writev, consuming them, as
+// net.Buffers.WriteTo does.
+func (r *rawIO) WriteBuffers(v *net.Buffers) (int64, error) {
+	r.wmu.Lock()
+	r.wv, r.wvn, r.werr = v, 0, 0
+	err := r.rc.Write(r.wvfn)
+	n, errno := r.wvn, r.werr
+	r.wv = nil
+	r.wmu.Unlock()
+	switch {
+	case err != nil:
+		return n, r.opError("writev", err)
+	case errno != 0:
+		return n, r.opError("writev", os.NewSyscallError("writev", errno))
+	}
+	return n, nil
 }
 
 func (r *rawIO) Read(b []byte) (int, error) {

@@ -223,3 +223,55 @@ func echoOnce(t *testing.T, c, s net.Conn) {
 		t.Fatalf("read %q, %v", buf, err)
 	}
 }
+
+// TestRawIOWriteBuffers writes buffers of many sizes, empty ones among
+// them and more than one writev takes, in all more than the socket holds,
+// so that writev stops part-way through a buffer and resumes there: the
+// peer gets them in order, and the buffers are consumed.
+func TestRawIOWriteBuffers(t *testing.T) {
+	a, b := rawPair(t, "unix")
+	ra, rb := mustRaw(t, a), mustRaw(t, b)
+	var want []byte
+	var v net.Buffers
+	for i := range 40 {
+		n := (i * 37 % 11) << (i % 17)
+		if i%10 == 5 {
+			n = 2<<20 + i
+		}
+		buf := make([]byte, n)
+		for j := range buf {
+			buf[j] = byte(i + j*3)
+		}
+		want = append(want, buf...)
+		v = append(v, buf)
+	}
+	orig := len(v)
+	done := make(chan error, 1)
+	var n int64
+	go func() {
+		var err error
+		n, err = ra.WriteBuffers(&v)
+		done <- err
+	}()
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 32<<10)
+	for len(got) < len(want) {
+		k, err := rb.Read(buf)
+		if err != nil {
+			t.Fatalf("read after %d of %d bytes: %v", len(got), len(want), err)
+		}
+		got = append(got, buf[:k]...)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("received bytes differ from those sent")
+	}
+	if n != int64(len(want)) || len(v) != 0 {
+		t.Fatalf("WriteBuffers = %d of %d bytes, %d of %d buffers left", n, len(want), len(v), orig)
+	}
+	if len(want) < 4<<20 {
+		t.Fatalf("only %d bytes: not enough to fill the socket", len(want))
+	}
+}
