@@ -54,7 +54,7 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 	s.ensureReader()
 	var err error
 	if s.watching(ctx) {
-		// ctx's end signals every open stream (watchCtx): a plain
+		// ctx's end signals every open stream (watching): a plain
 		// receive is enough, and cheaper than a select with ctx.Done(),
 		// whose channel every caller sharing ctx would lock twice.
 		if err = ctx.Err(); err == nil {
@@ -76,7 +76,7 @@ func (s *Session) waitRead(ctx context.Context, st *Stream, ch chan struct{}) er
 // of a client session (see watching).
 type ctxWatch struct {
 	s    *Session
-	ctx  context.Context
+	done <-chan struct{} // the context's Done channel, which identifies it
 	stop func() bool
 }
 
@@ -86,25 +86,31 @@ type ctxWatch struct {
 // as when callers share a long-lived context, becomes the watched one,
 // until it ends or the session does: one registration for many calls.
 // Other contexts are not watched; per-call contexts would cost a
-// registration each.
+// registration each. Contexts are told apart by their Done channels
+// (contexts that share one end together), which, unlike the contexts
+// themselves, can always be compared.
 func (s *Session) watching(ctx context.Context) bool {
-	if w := s.ctxw.Load(); w != nil {
-		return w.ctx == ctx
-	}
-	if ctx.Done() == nil {
+	done := ctx.Done()
+	if done == nil {
 		return false
+	}
+	if w := s.ctxw.Load(); w != nil {
+		return w.done == done
+	}
+	if ctx.Err() != nil {
+		return false // ended: the caller returns at once anyway
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil || s.ctxw.Load() != nil {
 		return false
 	}
-	if s.lastCtx != ctx {
-		s.lastCtx = ctx
+	if s.lastDone != done {
+		s.lastDone = done
 		return false
 	}
-	s.lastCtx = nil
-	w := &ctxWatch{s: s, ctx: ctx}
+	s.lastDone = nil
+	w := &ctxWatch{s: s, done: done}
 	w.stop = context.AfterFunc(ctx, w.fire)
 	s.ctxw.Store(w)
 	return true
@@ -132,7 +138,7 @@ func (w *ctxWatch) fire() {
 func (s *Session) unwatch() {
 	s.mu.Lock()
 	w := s.ctxw.Swap(nil)
-	s.lastCtx = nil
+	s.lastDone = nil
 	s.mu.Unlock()
 	if w != nil {
 		w.stop()
@@ -153,14 +159,14 @@ func (s *Session) unwatch() {
 func (s *Session) readInterruptible(ctx context.Context, st *Stream) error {
 	in := &s.intr
 	in.mu.Lock()
-	if in.ctx != ctx {
+	if done := ctx.Done(); in.done != done {
 		if in.stop != nil {
 			in.stop()
 		}
 		if in.fn == nil {
 			in.fn = s.interrupt
 		}
-		in.ctx, in.stop = ctx, context.AfterFunc(ctx, in.fn)
+		in.done, in.stop = done, context.AfterFunc(ctx, in.fn)
 	}
 	in.active = true
 	in.mu.Unlock()
@@ -194,7 +200,7 @@ func (s *Session) readInterruptible(ctx context.Context, st *Stream) error {
 type interruptState struct {
 	fn     func() // s.interrupt, made once
 	mu     sync.Mutex
-	ctx    context.Context // the context interrupt is registered with
+	done   <-chan struct{} // the Done channel of the context interrupt is registered with
 	stop   func() bool     // undoes that registration
 	active bool            // a readInterruptible is reading
 	fired  bool            // interrupt set a read deadline
@@ -241,7 +247,7 @@ func (in *interruptState) unregister() {
 	defer in.mu.Unlock()
 	if in.stop != nil {
 		in.stop()
-		in.ctx, in.stop = nil, nil
+		in.done, in.stop = nil, nil
 	}
 }
 

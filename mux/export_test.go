@@ -4,11 +4,11 @@ package mux
 // their declared sizes.
 func AsmReserved(s *Session) int64 { return s.asmReserved.Load() }
 
-// WatchedContext returns the context whose end wakes every stream of s (see
-// Session.watching), or nil.
+// WatchedContext returns the Done channel of the context whose end wakes
+// every stream of s (see Session.watching), or nil.
 func WatchedContext(s *Session) any {
 	if w := s.ctxw.Load(); w != nil {
-		return w.ctx
+		return w.done
 	}
 	return nil
 }

@@ -27,7 +27,9 @@ type Config struct {
 	// NewStream, if set, returns the memory for a stream the peer opens, so
 	// that a layer above can embed Stream in its own per-call struct and
 	// allocate once: a zero Stream that no other goroutine uses. It is
-	// called on the session's reader goroutine.
+	// called on the session's reader goroutine, before the last checks: a
+	// stream it made may then be refused (the session is going away, or
+	// the peer broke the protocol), and is dropped without OnStream.
 	NewStream func() *Stream
 	// OnStream is called (server role) on the session's reader goroutine
 	// when the peer opens a stream. h aliases the read buffer and is valid
@@ -100,7 +102,7 @@ type Session struct {
 	sentLast   uint32
 	pings      map[uint64]chan struct{}
 	free       []*Stream       // released client streams, for reuse
-	lastCtx    context.Context // the context the last waiter that was not watching its context had (see watching)
+	lastDone   <-chan struct{} // the Done channel of the last waiter that was not watching its context (see watching)
 	pingSeq    uint64
 	err        error // why the session ended
 
@@ -655,7 +657,7 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	// The stream is made before the checks, so that one locked section
 	// checks and records it; a refused one is garbage.
 	var st *Stream
-	if perr == nil {
+	if perr == nil && uint32(s.streams.count()) < s.local.MaxStreams { // (rechecked below)
 		if s.cfg.NewStream != nil {
 			st = s.cfg.NewStream()
 		} else {
@@ -677,7 +679,7 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	switch {
 	case s.goAwaySent:
 		refuse = "server is shutting down"
-	case uint32(s.streams.count()) >= s.local.MaxStreams:
+	case uint32(s.streams.count()) >= s.local.MaxStreams || st == nil && perr == nil:
 		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
 	case perr != nil:
 		refuse, code = "malformed call header: "+perr.Error(), status.InvalidArgument

@@ -454,8 +454,8 @@ func (st *Stream) Recv(ctx context.Context) (*pool.Buf, error) {
 	}
 }
 
-// consumed returns n bytes of credit for messages the application took.
-// consumedID is consumed for the stream with the given id: if st was released
+// consumedID returns n bytes of credit for messages the application took,
+// on the stream with the given id: if st was released
 // and reused meanwhile, only the connection credit is returned.
 func (st *Stream) consumedID(id uint32, n int64) {
 	s := st.s
@@ -940,19 +940,19 @@ func (st *Stream) Release() {
 	if s.lent.Load() == st {
 		st.waitLent()
 	}
+	// No one sends on st now (the caller is done with it), so no sender
+	// waits for credit: the flow state is cleared for the next call, and a
+	// wake-up left by this one is drained.
 	s.flowMu.Lock()
-	ch := st.wnotify
 	st.sendDone = false
 	st.sendWin = 0
-	s.flowMu.Unlock()
-	if ch != nil {
-		// A sender waiting for credit stops (it finds the stream ended);
-		// a token left behind costs a later sender one spurious wake.
+	if st.wnotify != nil {
 		select {
-		case ch <- struct{}{}:
+		case <-st.wnotify:
 		default:
 		}
 	}
+	s.flowMu.Unlock()
 	if w := &s.w; w.waiting.Load() > 0 {
 		w.wake() // a writer of st waiting for buffer space stops
 	}

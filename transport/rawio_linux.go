@@ -8,15 +8,22 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawIO reads and writes a unix or tcp socket with raw system calls
 // (syscall.RawSyscall) inside the runtime poller's RawConn callbacks,
 // instead of the ordinary syscall.Read and Write.
 //
-// The socket is non-blocking, so a raw call never blocks: it returns
-// EAGAIN, and the RawConn then waits for the poller exactly as Read and
-// Write do, with the same deadlines and the same handling of Close. What
+// The calls are recvfrom, sendto and sendmsg with MSG_DONTWAIT, so they
+// never block, even if something has put the socket in blocking mode (as
+// os.File.Fd does to a File's descriptor, which shares the socket's flags):
+// a raw call that blocked would hold its P. They return EAGAIN instead, and
+// the RawConn then waits for the poller exactly as Read and Write do, with
+// the same deadlines and the same handling of Close. MSG_NOSIGNAL makes a
+// write to a closed peer fail with EPIPE and no SIGPIPE, which is what Go
+// programs get for sockets anyway. What
 // the raw call saves is the scheduler's bookkeeping around a system call,
 // and above all its side effect: entering a system call while every P is
 // idle wakes the runtime's monitor thread (sysmon), which then polls every
@@ -47,8 +54,12 @@ type rawIO struct {
 	wvfn func(fd uintptr) bool
 	wv   *net.Buffers
 	wvn  int64
-	iov  [8]syscall.Iovec
+	iov  [8]unix.Iovec
+	msg  unix.Msghdr
 }
+
+// sendFlags are the flags of every raw send.
+const sendFlags = syscall.MSG_DONTWAIT | syscall.MSG_NOSIGNAL
 
 func newRawIO(c net.Conn) *rawIO {
 	if raceEnabled {
@@ -84,7 +95,7 @@ func rawIOFor(c net.Conn) *rawIO {
 // readFd is the RawConn.Read callback: false asks the poller to wait.
 func (r *rawIO) readFd(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rb))), uintptr(len(r.rb)))
+		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rb))), uintptr(len(r.rb)), syscall.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case 0:
 			r.rn = int(n)
@@ -104,7 +115,7 @@ func (r *rawIO) readFd(fd uintptr) bool {
 func (r *rawIO) writeFd(fd uintptr) bool {
 	for r.wn < len(r.wb) {
 		p := r.wb[r.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), sendFlags, 0, 0)
 		switch e {
 		case 0:
 			r.wn += int(n)
@@ -121,7 +132,8 @@ func (r *rawIO) writeFd(fd uintptr) bool {
 }
 
 // writevFd is the RawConn.Write callback of WriteBuffers: it writes the
-// buffers of r.wv with writev, consuming them, until none is left.
+// buffers of r.wv with sendmsg (writev with flags), consuming them, until
+// none is left.
 func (r *rawIO) writevFd(fd uintptr) bool {
 	for {
 		iov := r.iov[:0]
@@ -129,7 +141,7 @@ func (r *rawIO) writevFd(fd uintptr) bool {
 			if len(b) == 0 {
 				continue
 			}
-			var v syscall.Iovec
+			var v unix.Iovec
 			v.Base = unsafe.SliceData(b)
 			v.SetLen(len(b))
 			iov = append(iov, v)
@@ -141,8 +153,11 @@ func (r *rawIO) writevFd(fd uintptr) bool {
 			*r.wv = (*r.wv)[:0]
 			return true
 		}
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		r.msg.Iov = &iov[0]
+		r.msg.SetIovlen(len(iov))
+		n, _, e := syscall.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&r.msg)), sendFlags)
 		clear(iov) // keep no reference to the caller's memory
+		r.msg.Iov = nil
 		switch e {
 		case 0:
 			r.wvn += int64(n)

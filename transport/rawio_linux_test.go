@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -273,5 +274,51 @@ func TestRawIOWriteBuffers(t *testing.T) {
 	}
 	if len(want) < 4<<20 {
 		t.Fatalf("only %d bytes: not enough to fill the socket", len(want))
+	}
+}
+
+// TestRawIOBlockingSocket: a socket switched to blocking mode behind the
+// connection's back (os.File.Fd does that to the descriptor's shared
+// flags) still never blocks a raw call: a read with nothing to read waits
+// for the poller, so its deadline ends it, and data then flows as before.
+func TestRawIOBlockingSocket(t *testing.T) {
+	a, b := rawPair(t, "unix")
+	ra, rb := mustRaw(t, a), mustRaw(t, b)
+	sc, err := a.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Control(func(fd uintptr) { err = syscall.SetNonblock(int(fd), false) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		_, err := ra.Read(make([]byte, 8))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Read on a blocking socket: %v; want the deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		b.Close() // unblock the read, or the test leaks it
+		t.Fatal("Read on a blocking socket blocked past its deadline")
+	}
+	a.SetReadDeadline(time.Time{})
+	if _, err := rb.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := ra.Read(buf); err != nil || string(buf[:n]) != "hi" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	if _, err := ra.Write([]byte("yo")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rb.Read(buf); err != nil || string(buf[:n]) != "yo" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
 	}
 }
