@@ -438,17 +438,21 @@ func (s *Session) closeWith(err error) {
 // GoAway tells the peer that no stream it opens after the ones already
 // received will be processed. Streams already open go on.
 func (s *Session) GoAway(code status.Code, msg string) error {
+	// The writer first: a stream the reader refuses because it sees
+	// goAwaySent must not have its refusal written ahead of the GOAWAY,
+	// or the peer would take the refusal ("shutting down") for the reason.
+	b, err := s.w.lockNoWait()
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
+		s.w.unlock(b)
 		return err
 	}
 	s.goAwaySent = true
 	s.sentLast = s.lastPeerID
 	last := s.sentLast
 	s.mu.Unlock()
-	b, err := s.w.lockNoWait()
 	b = wire.AppendHeader(b, wire.Header{Type: wire.TypeGoAway})
 	start := len(b)
 	b = wire.AppendGoAway(b, last, uint32(code), msg)
