@@ -127,8 +127,8 @@ func TestRawIODeadline(t *testing.T) {
 		t.Fatalf("Read after clearing the deadline = %q, %v", buf[:n], err)
 	}
 
-	b.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 	big := make([]byte, 64<<20) // more than the socket buffers hold
+	b.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 	n, err = rb.Write(big)
 	if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= len(big) {
 		t.Fatalf("Write past the deadline = %d, %v; want part of %d bytes and a timeout", n, err, len(big))
