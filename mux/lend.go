@@ -76,14 +76,20 @@ func (st *Stream) lentLocked() {
 func (st *Stream) unlend() {
 	s := st.s
 	st.mu.Lock()
-	if l := st.lend; l != nil {
-		l.offer, l.buf = nil, pool.Buf{}
-	}
+	st.withdrawLocked()
 	st.mu.Unlock()
 	if s.lent.Load() != st {
 		return
 	}
 	st.waitLent()
+}
+
+// withdrawLocked withdraws RecvInto's offer, and the lent memory holding a
+// message, if any.
+func (st *Stream) withdrawLocked() {
+	if l := st.lend; l != nil {
+		l.offer, l.buf = nil, pool.Buf{}
+	}
 }
 
 // waitLent interrupts the reader's read into st's lent memory and waits

@@ -765,12 +765,18 @@ func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
 // the error.
 func (st *Stream) fail(err error) {
 	st.mu.Lock()
+	st.failLocked(err)
+	st.mu.Unlock()
+	st.wakeSenders()
+}
+
+// failLocked is fail's part under st.mu: the error, and the receiver's
+// wake-up. The caller wakes the senders after unlocking (wakeSenders).
+func (st *Stream) failLocked(err error) {
 	if st.rerr == nil {
 		st.rerr = err
 	}
 	st.signalLocked()
-	st.mu.Unlock()
-	st.wakeSenders()
 }
 
 // wakeSenders wakes the goroutines that may wait to send on st, which has
@@ -787,10 +793,7 @@ func (st *Stream) wakeSenders() {
 // and a partly assembled one, returning their connection credit.
 func (st *Stream) drop(err error) {
 	st.mu.Lock()
-	if st.rerr == nil {
-		st.rerr = err
-	}
-	st.signalLocked()
+	st.failLocked(err)
 	credit := st.freeLocked()
 	st.mu.Unlock()
 	st.wakeSenders()
@@ -909,17 +912,12 @@ func (st *Stream) Release() {
 	// that found it just before sees its id change below.
 	s.remove(st)
 	// Then, in one locked section, what drop, unlend and a reset would
-	// each do: fail it (waking a receiver), free what it holds, withdraw
-	// the offer of the caller's memory, and clear it for reuse.
+	// each do: free what it holds, withdraw the offer of the caller's
+	// memory, and clear it for reuse. (No one else receives on it: the
+	// caller is done with it.)
 	st.mu.Lock()
 	credit := st.freeLocked()
-	if l := st.lend; l != nil {
-		l.offer, l.buf = nil, pool.Buf{}
-	}
-	if st.rerr == nil {
-		st.rerr = ErrStreamClosed
-	}
-	st.signalLocked()
+	st.withdrawLocked()
 	st.idv.Store(0)
 	st.Owner = nil
 	st.rerr, st.recvEnd = nil, false

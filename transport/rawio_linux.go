@@ -197,13 +197,7 @@ func (r *rawIO) WriteBuffers(v *net.Buffers) (int64, error) {
 	n, errno := r.wvn, r.werr
 	r.wv = nil
 	r.wmu.Unlock()
-	switch {
-	case err != nil:
-		return n, r.opError("writev", err)
-	case errno != 0:
-		return n, r.opError("writev", os.NewSyscallError("writev", errno))
-	}
-	return n, nil
+	return n, r.result("writev", err, errno)
 }
 
 func (r *rawIO) Read(b []byte) (int, error) {
@@ -216,12 +210,10 @@ func (r *rawIO) Read(b []byte) (int, error) {
 	n, errno := r.rn, r.rerr
 	r.rb = nil
 	r.rmu.Unlock()
-	switch {
-	case err != nil:
-		return 0, r.opError("read", err)
-	case errno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", errno))
-	case n == 0:
+	if err := r.result("read", err, errno); err != nil {
+		return 0, err
+	}
+	if n == 0 {
 		return 0, io.EOF
 	}
 	return n, nil
@@ -234,13 +226,20 @@ func (r *rawIO) Write(b []byte) (int, error) {
 	n, errno := r.wn, r.werr
 	r.wb = nil
 	r.wmu.Unlock()
+	return n, r.result("write", err, errno)
+}
+
+// result is the error of a raw op: the RawConn's (a deadline, Close) or
+// the system call's, wrapped as the net package wraps them; nil if
+// neither failed.
+func (r *rawIO) result(op string, err error, errno syscall.Errno) error {
 	switch {
 	case err != nil:
-		return n, r.opError("write", err)
+		return r.opError(op, err)
 	case errno != 0:
-		return n, r.opError("write", os.NewSyscallError("write", errno))
+		return r.opError(op, os.NewSyscallError(op, errno))
 	}
-	return n, nil
+	return nil
 }
 
 // opError wraps err as the net package does for Read and Write, unwrapping
