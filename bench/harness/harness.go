@@ -229,6 +229,9 @@ func Summarize(row *report.Row, samples []Sample) {
 		}
 	}
 	row.Reps = len(samples)
+	if calls := callCounts(samples); len(calls) > 0 {
+		row.Calls = int(stats.Of(calls).Median) // raised by a minimum time, the calls differ
+	}
 	if len(rps) > 0 {
 		sp := stats.Of(rps)
 		row.RPS, row.RPSMin, row.RPSMax = sp.Median, sp.Min, sp.Max
@@ -243,6 +246,17 @@ func Summarize(row *report.Row, samples []Sample) {
 		row.AllocsPerCall = report.Float(stats.Of(allocs).Median)
 		row.BytesPerCall = report.Float(stats.Of(allocBytes).Median)
 	}
+}
+
+// callCounts lists the calls of the samples that timed calls.
+func callCounts(samples []Sample) []float64 {
+	var n []float64
+	for _, s := range samples {
+		if len(s.Lat) > 0 {
+			n = append(n, float64(s.Calls))
+		}
+	}
+	return n
 }
 
 // progress shows "[12/84 0:42] unary grpc unix 1 KiB rep 2/3" on one line

@@ -179,7 +179,7 @@ func TestBrokenEchoIsCaught(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.stop()
-	_, err = unary(context.Background(), liar{}, srv, "unix", 128, 1, 200)
+	_, err = unary(context.Background(), liar{}, srv, "unix", 128, 1, 200, 0)
 	if err == nil || !strings.Contains(err.Error(), "different bytes") {
 		t.Errorf("a lying echo gave %v", err)
 	}
@@ -221,8 +221,8 @@ func TestSummarize(t *testing.T) {
 	}
 	var r report.Row
 	Summarize(&r, samples)
-	if r.RPS != 4 || r.RPSMin != 2 || r.RPSMax != 8 || r.Reps != 3 {
-		t.Errorf("rps %v [%v-%v] reps %d", r.RPS, r.RPSMin, r.RPSMax, r.Reps)
+	if r.RPS != 4 || r.RPSMin != 2 || r.RPSMax != 8 || r.Reps != 3 || r.Calls != 4 {
+		t.Errorf("rps %v [%v-%v] reps %d calls %d", r.RPS, r.RPSMin, r.RPSMax, r.Reps, r.Calls)
 	}
 	if r.MinUS != 1000 || r.MaxUS != 9000 || r.P50US != 1000*2 || r.MeanUS != 2500 {
 		t.Errorf("latency min %v max %v p50 %v mean %v", r.MinUS, r.MaxUS, r.P50US, r.MeanUS)
@@ -234,6 +234,25 @@ func TestSummarize(t *testing.T) {
 	Summarize(&tp, []Sample{{Elapsed: time.Second, Bytes: 3e9}, {Elapsed: time.Second, Bytes: 1e9}})
 	if tp.GBps != 2 || tp.GBpsMin != 1 || tp.GBpsMax != 3 || tp.RPS != 0 || tp.AllocsPerCall != nil {
 		t.Errorf("throughput row %+v", tp)
+	}
+}
+
+func TestCallsFor(t *testing.T) {
+	for _, c := range []struct {
+		calls, callers, n int
+		d, min            time.Duration
+		want              int
+	}{
+		{10000, 16, 1600, 10 * time.Millisecond, 0, 10000},                      // no minimum
+		{10000, 16, 1600, 10 * time.Millisecond, 500 * time.Millisecond, 80000}, // 160,000/s for 0.5 s
+		{10000, 16, 1000, 10 * time.Millisecond, 500 * time.Millisecond, 50000}, // 100,000/s
+		{10000, 16, 1001, 10 * time.Millisecond, 500 * time.Millisecond, 50064}, // rounded up to 16s
+		{10000, 16, 160, 100 * time.Millisecond, 500 * time.Millisecond, 10000}, // slow: calls last longer already
+		{10000, 16, 0, 0, 500 * time.Millisecond, 10000},                        // no warm-up measured
+	} {
+		if got := callsFor(c.calls, c.callers, c.n, c.d, c.min); got != c.want {
+			t.Errorf("callsFor(%d, %d, %d, %v, %v) = %d, want %d", c.calls, c.callers, c.n, c.d, c.min, got, c.want)
+		}
 	}
 }
 

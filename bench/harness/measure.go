@@ -100,7 +100,7 @@ func dialAll(ctx context.Context, sys systems.System, srv *server, network strin
 // a warm-up, and returns their latencies. Callers share one connection
 // unless the system carries one call per connection, in which case each has
 // its own.
-func unary(ctx context.Context, sys systems.System, srv *server, network string, size, callers, calls int) (Sample, error) {
+func unary(ctx context.Context, sys systems.System, srv *server, network string, size, callers, calls int, minTime time.Duration) (Sample, error) {
 	nconns := 1
 	if sys.OneCallPerConn() {
 		nconns = callers
@@ -165,9 +165,11 @@ func unary(ctx context.Context, sys systems.System, srv *server, network string,
 	// Warm up connections, buffers, pools and flow-control windows: a
 	// tenth of the calls (at least 4 and at most 100 per caller).
 	warm := min(max(calls/callers/10, 4), 100)
-	if _, err := run(func(int) int { return warm }, nil); err != nil {
+	warmTime, err := run(func(int) int { return warm }, nil)
+	if err != nil {
 		return Sample{}, err
 	}
+	calls = callsFor(calls, callers, warm*callers, warmTime, minTime)
 
 	var s Sample
 	s.Calls = calls
@@ -187,6 +189,20 @@ func unary(ctx context.Context, sys systems.System, srv *server, network string,
 		return s, err
 	}
 	return s, ac.stop(&s)
+}
+
+// callsFor is the number of calls a repetition makes: calls, or more if
+// that is needed for it to last minTime at the rate of the warm-up (n calls
+// in d), rounded up to a multiple of callers.
+func callsFor(calls, callers, n int, d, minTime time.Duration) int {
+	if minTime <= 0 || n <= 0 || d <= 0 {
+		return calls
+	}
+	need := int(float64(n) * minTime.Seconds() / d.Seconds())
+	if need <= calls {
+		return calls
+	}
+	return (need + callers - 1) / callers * callers
 }
 
 // streamWindow bounds the messages in flight on a stream, the same for

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/warrenipc/warren/bench/report"
 	"github.com/warrenipc/warren/bench/systems"
@@ -48,11 +49,17 @@ type Params struct {
 	UnaryPayloads []int
 	UnaryCallers  int
 	UnaryCalls    int
-	SeqCalls      int   // seqrtt and rawlat calls
-	TputWrites    []int // rawtput write sizes
-	TputBytes     int64 // rawtput bytes per repetition
-	StreamMsgs    int   // stream messages per repetition
-	Reps          int
+	// UnaryMinTime, if set, raises a unary repetition's calls so that it
+	// lasts about this long at the rate its warm-up measured: a fast
+	// system's 10,000 calls would otherwise be over in 40 ms, short
+	// enough for one garbage collection or scheduling hiccup to move its
+	// result by a tenth.
+	UnaryMinTime time.Duration
+	SeqCalls     int   // seqrtt and rawlat calls
+	TputWrites   []int // rawtput write sizes
+	TputBytes    int64 // rawtput bytes per repetition
+	StreamMsgs   int   // stream messages per repetition
+	Reps         int
 }
 
 var (
@@ -60,6 +67,7 @@ var (
 		UnaryPayloads: []int{1024, 10240, 102400, 1024000},
 		UnaryCallers:  16,
 		UnaryCalls:    10000,
+		UnaryMinTime:  500 * time.Millisecond,
 		SeqCalls:      10000,
 		TputWrites:    []int{64 << 10, 512 << 10, 16 << 20},
 		TputBytes:     1 << 30,
@@ -81,7 +89,7 @@ var (
 )
 
 // callCase is a case that runs unary (echo calls) for sys.
-func (e *Env) callCase(scenario string, sys systems.System, network string, size, callers, calls int) Case {
+func (e *Env) callCase(scenario string, sys systems.System, network string, size, callers, calls int, minTime time.Duration) Case {
 	row := e.row(scenario, sys.Name(), network)
 	row.PayloadBytes, row.Concurrency, row.Calls, row.Conns = size, callers, calls, 1
 	if sys.OneCallPerConn() {
@@ -95,7 +103,7 @@ func (e *Env) callCase(scenario string, sys systems.System, network string, size
 		if err != nil {
 			return Sample{}, err
 		}
-		return unary(ctx, sys, srv, network, size, callers, calls)
+		return unary(ctx, sys, srv, network, size, callers, calls, minTime)
 	}}
 }
 
@@ -104,7 +112,7 @@ func unaryCases(e *Env) []Case {
 	for _, size := range e.P.UnaryPayloads {
 		for _, sys := range e.Systems {
 			if sys.Name() != "raw" {
-				cs = append(cs, e.callCase("unary", sys, "unix", size, e.P.UnaryCallers, e.P.UnaryCalls))
+				cs = append(cs, e.callCase("unary", sys, "unix", size, e.P.UnaryCallers, e.P.UnaryCalls, e.P.UnaryMinTime))
 			}
 		}
 	}
@@ -114,7 +122,7 @@ func unaryCases(e *Env) []Case {
 func seqrttCases(e *Env) []Case {
 	var cs []Case
 	for _, sys := range e.Systems {
-		cs = append(cs, e.callCase("seqrtt", sys, "unix", 128, 1, e.P.SeqCalls))
+		cs = append(cs, e.callCase("seqrtt", sys, "unix", 128, 1, e.P.SeqCalls, 0))
 	}
 	return cs
 }
@@ -124,8 +132,8 @@ func rawlatCases(e *Env) []Case {
 		return nil
 	}
 	return []Case{
-		e.callCase("rawlat", systems.Raw{}, "unix", 128, 1, e.P.SeqCalls),
-		e.callCase("rawlat", systems.Raw{}, "tcp", 128, 1, e.P.SeqCalls),
+		e.callCase("rawlat", systems.Raw{}, "unix", 128, 1, e.P.SeqCalls, 0),
+		e.callCase("rawlat", systems.Raw{}, "tcp", 128, 1, e.P.SeqCalls, 0),
 	}
 }
 

@@ -51,7 +51,8 @@ func run() int {
 	scen := flag.String("scenarios", "", "comma-separated `scenarios` to run ("+strings.Join(harness.ScenarioNames(), ",")+"); default all")
 	inProcess := flag.Bool("inprocess", false, "run the servers in this process instead of a child process")
 	reps := flag.Int("reps", 0, "repetitions of each measurement (default 3, 2 with -quick)")
-	calls := flag.Int("calls", 0, "unary calls per repetition (default 10,000, 2,000 with -quick)")
+	calls := flag.Int("calls", 0, "unary calls per repetition (default 10,000, 2,000 with -quick); see -mintime")
+	minTime := flag.Duration("mintime", -1, "raise a unary repetition's calls so that it lasts at least this long at its warm-up's rate (default 500ms, none with -quick; 0: none)")
 	payloads := flag.String("payloads", "", "comma-separated unary payload `sizes` in bytes (default 1024,10240,102400,1024000; 1024,102400 with -quick)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -68,6 +69,9 @@ func run() int {
 	}
 	if *calls > 0 {
 		cfg.UnaryCalls = *calls
+	}
+	if *minTime >= 0 {
+		cfg.UnaryMinTime = *minTime
 	}
 	if *payloads != "" {
 		cfg.UnaryPayloads = nil
