@@ -45,6 +45,13 @@ type Config struct {
 	// canceled by the peer or lost with the connection, so that the work
 	// behind it can stop.
 	OnReset func(st *Stream, err error)
+	// OnEnd, if set, is called (server role) when the last frames of a
+	// stream's reply, the trailers of Finish, are queued for writing:
+	// before any of their bytes can reach the peer, so that what the
+	// stream holds (a slot under a concurrency limit) is free by the time
+	// the peer sees the end and sends its next request. It runs with the
+	// connection's writer locked and must not block.
+	OnEnd func(st *Stream)
 	// OnHTTP, if set (server role), is handed the connection when the peer
 	// sends an HTTP request (wire.ErrHTTPRequest) instead of the preface.
 	// The connection it gets replays the bytes already read, so it reads as
@@ -637,6 +644,15 @@ func (s *Session) lookup(id uint32) *Stream {
 	st := s.streams.getLocked(id)
 	s.mu.Unlock()
 	return st
+}
+
+// removeEnding is remove for a stream whose last frames are being queued
+// for writing, with the writer locked: see Config.OnEnd.
+func (s *Session) removeEnding(st *Stream) {
+	s.remove(st)
+	if s.cfg.OnEnd != nil {
+		s.cfg.OnEnd(st)
+	}
 }
 
 func (s *Session) remove(st *Stream) {

@@ -223,7 +223,7 @@ func (st *Stream) send(ctx context.Context, msg []byte, end bool, tail []byte) e
 		if err == nil {
 			b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
 			if tail != nil {
-				s.remove(st)
+				s.removeEnding(st)
 				b = append(b, tail...)
 			}
 		} else {
@@ -293,7 +293,7 @@ func (st *Stream) send(ctx context.Context, msg []byte, end bool, tail []byte) e
 			var b []byte
 			if b, err = s.w.lockFor(st); err == nil {
 				if after != nil {
-					s.remove(st) // see writeDirect
+					s.removeEnding(st) // see writeDirect
 				}
 				b = append(append(append(b, hdr...), rest[:n]...), after...)
 			}
@@ -1046,7 +1046,7 @@ func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMs
 	setLength(b, start)
 	// The stream stops counting against MaxStreams before the peer can
 	// see it end and open the next one.
-	s.remove(st)
+	s.removeEnding(st)
 	removed = true
 	return s.w.unlock(b)
 }

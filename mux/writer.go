@@ -220,7 +220,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 		}
 		if err == nil && tail != nil {
 			b, _ := w.lockNoWait()
-			st.s.remove(st)
+			st.s.removeEnding(st)
 			err = w.unlock(append(b, tail...))
 		}
 		return err
@@ -253,7 +253,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 		return err
 	}
 	if tail != nil {
-		st.s.remove(st)
+		st.s.removeEnding(st)
 	}
 	w.flushing = true // (it may be already, taken over from unlockAsync)
 	out := append(w.buf, hdr...)

@@ -22,7 +22,9 @@ type callKey struct{}
 // Call states. An admitted call holds a slot under the concurrency limits
 // until it has run, or until it is abandoned before it could start (a cancel
 // or a lost connection before the request arrived); exactly one of the two
-// releases the slot.
+// releases the slot. A call that ran releases it when the end of its reply
+// is queued for writing (endCall), before the caller can see the reply and
+// send its next call, or, if no reply was queued, when it returns.
 const (
 	callIdle int32 = iota
 	callAdmitted
@@ -135,13 +137,28 @@ func (c *serverCall) cancel(err error) {
 	c.mu.Unlock()
 }
 
+// release releases the slot of a call that started, once: see the call
+// states.
+func (c *serverCall) release() {
+	if c.state.CompareAndSwap(callStarted, callReleased) {
+		c.conn.srv.callDone(c.conn)
+	}
+}
+
+// endCall is mux.Config.OnEnd: the end of a call's reply is queued for
+// writing, so the call stops counting against the limits.
+func endCall(st *mux.Stream) {
+	if c, ok := st.Owner.(*serverCall); ok {
+		c.release()
+	}
+}
+
 // run executes the call on a worker goroutine and sends its reply.
 func (c *serverCall) run() {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		return // abandoned before it started; its slot is released
 	}
-	srv := c.conn.srv
-	defer srv.callDone(c.conn)
+	defer c.release() // if the reply's end was not queued (endCall)
 	defer c.cancel(context.Canceled)
 
 	req, err := c.st.Recv(c)

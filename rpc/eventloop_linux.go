@@ -903,6 +903,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		OnStream:         sc.onStream,
 		OnRequest:        sc.onRequestWorker,
 		OnReset:          resetServerCall,
+		OnEnd:            endCall,
 	}
 	if a.refuse != "" {
 		refuse := a.refuse

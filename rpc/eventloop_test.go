@@ -37,6 +37,7 @@ var eventLoopSuite = []struct {
 	{"Metadata", TestMetadata},
 	{"ConnDropFailsPendingCalls", TestConnDropFailsPendingCalls},
 	{"Limits", TestLimits},
+	{"LimitsNeverRefuseWithinLimit", TestLimitsNeverRefuseWithinLimit},
 	{"RateLimit", TestRateLimit},
 	{"ShutdownDrains", TestShutdownDrains},
 	{"Introspection", TestIntrospection},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -311,6 +312,88 @@ func TestLimits(t *testing.T) {
 	wg.Wait()
 	if srv.Stats().Refused != 1 {
 		t.Errorf("refused = %d", srv.Stats().Refused)
+	}
+}
+
+// TestLimitsNeverRefuseWithinLimit checks that callers who never have more
+// calls in flight than the limits allow are never refused: a call stops
+// counting when the end of its reply is queued for writing, so a caller
+// that gets its reply and calls again at once cannot find its previous call
+// still counted. On workers (NoInline, large requests, streams) the reply's
+// write and the slot's release used to race with the next call's admission.
+func TestLimitsNeverRefuseWithinLimit(t *testing.T) {
+	const callers = 4
+	for _, tc := range []struct {
+		name   string
+		opts   ServerOptions
+		size   int // request and reply bytes
+		calls  int // per caller
+		stream bool
+	}{
+		{"per-conn, workers", ServerOptions{MaxCallsPerConn: callers, NoInline: true}, 1, 2000, false},
+		{"per-server, workers", ServerOptions{MaxCalls: callers, NoInline: true}, 1, 2000, false},
+		{"per-conn, inline", ServerOptions{MaxCallsPerConn: callers}, 1, 2000, false},
+		{"per-conn, 64 KiB replies written in place", ServerOptions{MaxCallsPerConn: callers}, 64 << 10, 300, false},
+		{"per-conn, streams", ServerOptions{MaxCallsPerConn: callers}, 1, 500, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.CallRate = -1
+			srv := NewServer(&tc.opts)
+			HandleRaw(srv, "T.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+			HandleServerStream(srv, "T.Echoes", func(ctx context.Context, req *seqMsg, st *Stream[seqMsg, seqMsg]) error {
+				return st.Send(req)
+			})
+			c := testServer(t, srv, nil)
+			call := func(i int, req []byte, out *[]byte) error {
+				if !tc.stream {
+					return c.Invoke(context.Background(), "T.Echo", &req, out)
+				}
+				cs, err := NewStream[seqMsg, seqMsg](context.Background(), c, "T.Echoes")
+				if err != nil {
+					return err
+				}
+				if err := cs.Send(&seqMsg{Seq: i}); err != nil {
+					return err
+				}
+				if err := cs.CloseSend(); err != nil {
+					return err
+				}
+				for {
+					if _, err := cs.Recv(); err != nil {
+						if err == io.EOF {
+							return nil
+						}
+						return err
+					}
+				}
+			}
+			var wg sync.WaitGroup
+			var refused atomic.Int32
+			for i := range callers {
+				wg.Go(func() {
+					req := bytes.Repeat([]byte{byte(i)}, tc.size)
+					var out []byte
+					for range tc.calls {
+						err := call(i, req, &out)
+						if status.CodeOf(err) == status.ResourceExhausted {
+							refused.Add(1)
+							continue
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := refused.Load(); n != 0 {
+				t.Errorf("%d of %d calls refused, with never more than %d in flight", n, callers*tc.calls, callers)
+			}
+			if st := srv.Stats(); st.Refused != 0 || st.Calls != 0 {
+				t.Errorf("stats after the last reply: %+v", st)
+			}
+		})
 	}
 }
 

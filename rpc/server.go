@@ -41,7 +41,9 @@ type ServerOptions struct {
 	// 0 means 1024, negative unlimited.
 	MaxConnsPerUID int
 	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
-	// 1024, negative unlimited.
+	// 1024, negative unlimited. A call counts from its arrival until the
+	// end of its reply is queued for writing, so a client that never has
+	// more calls in flight is never refused.
 	MaxCallsPerConn int
 	// MaxCalls bounds concurrent calls on the whole server; 0 means 16384,
 	// negative unlimited.
@@ -363,6 +365,7 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 		OnReset: func(st *mux.Stream, err error) {
 			st.Owner.(*serverCall).abandon()
 		},
+		OnEnd: endCall,
 	}
 	if refuse != "" {
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(refuseCode, refuse) }

@@ -189,8 +189,7 @@ func (c *serverCall) runStream() {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		return
 	}
-	srv := c.conn.srv
-	defer srv.callDone(c.conn)
+	defer c.release() // if the end was not queued (endCall)
 	defer c.cancel(context.Canceled)
 	err := c.invokeStream()
 	c.mdMu.Lock()
