@@ -722,8 +722,8 @@ func TestAbandonedCallReleasesSlot(t *testing.T) {
 		rs.write(frame(3, wire.TypeCancel, 0, nil))
 		waitCalls(t, e.srv, 0)
 		rs.call(5, []byte("after the cancels"))
-		// The slot is released just after the reply is written, which the
-		// caller may see first.
+		// The slot is released when the reply's end is queued, before the
+		// caller can see it.
 		waitCalls(t, e.srv, 0)
 		checkServing(t, e.client(t, nil), "with MaxCalls 1 after the cancels")
 	})

@@ -158,7 +158,9 @@ func (c *serverCall) run() {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		return // abandoned before it started; its slot is released
 	}
-	defer c.release() // if the reply's end was not queued (endCall)
+	c.conn.running.Add(1)
+	defer c.conn.running.Add(-1) // after Finish has dropped the stream
+	defer c.release()            // if the reply's end was not queued (endCall)
 	defer c.cancel(context.Canceled)
 
 	req, err := c.st.Recv(c)

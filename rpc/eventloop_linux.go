@@ -947,8 +947,8 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		return
 	}
 	if a.sess != nil {
-		if a.sc.calls.Load() != 0 {
-			return
+		if a.sc.calls.Load() != 0 || a.sc.running.Load() != 0 {
+			return // (calls first: a call counts in running before it leaves calls)
 		}
 		st, ok := a.sess.Hibernate()
 		if !ok {

@@ -291,7 +291,13 @@ type serverConn struct {
 	uid   int // -1 without kernel credentials
 	lim   *peerLimiter
 	key   string
-	calls atomic.Int64
+	calls atomic.Int64 // calls counted under the limits
+	// running counts the calls whose handler goroutine has not returned:
+	// a call stops counting in calls when its reply's end is queued, but
+	// its stream is dropped, and the credit of messages it left unread
+	// given back, only after that. The event loop hibernates a session
+	// only when both are zero.
+	running atomic.Int64
 }
 
 // peerOf returns the identity of conn's peer.
@@ -558,7 +564,9 @@ func (s *Server) callDone(sc *serverConn) {
 }
 
 // dispatch hands c to an idle worker, or starts one. The number of workers is
-// bounded by MaxCalls, since every call was admitted under it.
+// bounded by MaxCalls, since every call was admitted under it, plus the
+// calls whose slot is free but whose reply is still being written (at most
+// one per connection: the one holding its writer).
 func (s *Server) dispatch(c *serverCall) {
 	select {
 	case s.work <- c:

@@ -189,7 +189,9 @@ func (c *serverCall) runStream() {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		return
 	}
-	defer c.release() // if the end was not queued (endCall)
+	c.conn.running.Add(1)
+	defer c.conn.running.Add(-1) // after the end has dropped the stream
+	defer c.release()            // if the end was not queued (endCall)
 	defer c.cancel(context.Canceled)
 	err := c.invokeStream()
 	c.mdMu.Lock()
