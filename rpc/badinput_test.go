@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
@@ -708,6 +709,27 @@ func TestCallWithoutRequest(t *testing.T) {
 // a client whose deadline passes while it uploads a large request. Each
 // admitted call holds a slot of MaxCalls and MaxCallsPerConn, and is what
 // Shutdown waits for; an abandoned one must give its slot back.
+// TestResetBeforeAdmission checks that a call whose reset (its connection
+// failing, on another goroutine) reaches it between its stream's creation
+// and its admission does not keep its slot: abandon found nothing to
+// release then, so admission must.
+func TestResetBeforeAdmission(t *testing.T) {
+	for _, method := range []string{"T.Unary", "T.Stream"} {
+		srv := NewServer(&ServerOptions{CallRate: -1})
+		Handle(srv, "T.Unary", func(ctx context.Context, _ *Empty) (*Empty, error) { return &Empty{}, nil })
+		HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[Empty, Empty]) error { return nil })
+		sc := &serverConn{srv: srv, peer: &peer.Peer{Network: "unix"}, uid: -1}
+		c := new(serverCall)
+		c.st.Owner = c
+		c.abandon() // OnReset, before OnStream
+		sc.onStream(&c.st, &wire.CallHeader{Method: []byte(method), Codec: codec.IDJSON})
+		srv.Close() // waits for a stream's worker, which must not start the call
+		if sc.calls.Load() != 0 || srv.calls.Load() != 0 || sc.running.Load() != 0 {
+			t.Errorf("%s: calls %d on the connection, %d on the server, %d running after a reset before admission", method, sc.calls.Load(), srv.calls.Load(), sc.running.Load())
+		}
+	}
+}
+
 func TestAbandonedCallReleasesSlot(t *testing.T) {
 	t.Run("cancel before the request", func(t *testing.T) {
 		e := startBad(t, newBadServer(&ServerOptions{MaxCalls: 1}))

@@ -119,6 +119,13 @@ func (c *serverCall) abandon() {
 	}
 }
 
+// canceled reports whether cancel has run.
+func (c *serverCall) canceled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
+}
+
 // cancel ends the context with err (the first error wins).
 func (c *serverCall) cancel(err error) {
 	c.mu.Lock()

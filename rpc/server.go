@@ -528,6 +528,13 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 		c.md = append([]byte(nil), h.Metadata...)
 	}
 	c.state.Store(callAdmitted)
+	if c.canceled() {
+		// A reset (the connection failing, on another goroutine) reached
+		// the call before it was admitted, and abandon found nothing to
+		// release: release the slot now, or no one will.
+		c.abandon()
+		return
+	}
 	if hd.kind != KindUnary {
 		s.dispatch(c) // streams are long-lived: never on the reader goroutine
 	}
