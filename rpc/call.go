@@ -160,15 +160,32 @@ func endCall(st *mux.Stream) {
 	}
 }
 
-// run executes the call on a worker goroutine and sends its reply.
-func (c *serverCall) run() {
+// begin starts an admitted call, unless it was abandoned before it could
+// start (its slot is then released already). A call that began must end.
+func (c *serverCall) begin() bool {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
-		return // abandoned before it started; its slot is released
+		return false
 	}
 	c.conn.running.Add(1)
-	defer c.conn.running.Add(-1) // after Finish has dropped the stream
-	defer c.release()            // if the reply's end was not queued (endCall)
-	defer c.cancel(context.Canceled)
+	return true
+}
+
+// end ends a call that began, once its handler returned and its reply's
+// end was queued or given up: its context ends, its slot is released if
+// endCall did not already, and it stops counting as running (after its
+// stream was dropped).
+func (c *serverCall) end() {
+	c.cancel(context.Canceled)
+	c.release()
+	c.conn.running.Add(-1)
+}
+
+// run executes the call on a worker goroutine and sends its reply.
+func (c *serverCall) run() {
+	if !c.begin() {
+		return
+	}
+	defer c.end()
 
 	req, err := c.st.Recv(c)
 	if err != nil {

@@ -186,13 +186,10 @@ func registerStream[Req, Resp any](s *Server, method string, kind Kind, opts []M
 // runStream executes a streaming call on its own goroutine and ends it with
 // the handler's status.
 func (c *serverCall) runStream() {
-	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
+	if !c.begin() {
 		return
 	}
-	c.conn.running.Add(1)
-	defer c.conn.running.Add(-1) // after the end has dropped the stream
-	defer c.release()            // if the end was not queued (endCall)
-	defer c.cancel(context.Canceled)
+	defer c.end()
 	err := c.invokeStream()
 	c.mdMu.Lock()
 	var header []string
