@@ -14,25 +14,31 @@ import (
 // that gives up (its context ends) must not return while such a read is in
 // progress: Release interrupts the read with a past read deadline, the
 // reader moves the rest of the payload to memory of its own
-// (wire.Reader.Redirect), and Release returns once it has. Lending is
-// offered only on connections whose reads can be interrupted and resumed.
+// (wire.Reader.Redirect), and Release returns once it has. Reading in
+// place is done only on connections whose reads can be interrupted and
+// resumed. A small reply is copied into the lent memory from the read
+// buffer, under the stream's lock, which Release takes too: that needs no
+// interruption, so it is done on any connection, and saves the copy out of
+// a pooled buffer.
 
 // RecvInto offers b's memory for the next message (client role): a message
-// that fits in cap(b) and is large enough to be read from the connection in
-// place (16 KiB or more) may be read straight into b. Recv then returns a
-// Buf whose B is b[:size]; that Buf belongs to the stream and is valid
-// until Release (the bytes are b's, which the caller keeps), and pool.Put
-// ignores it. The offer holds for one message, and a stream holds at most
-// one message in lent memory: once one has come that way, later offers are
-// not used. The stream may write into b until Release or Close returns, so
-// the caller must not use b before then, except through what Recv
-// returned. A reply may arrive before RecvInto is called (a background
-// reader can read while a large request is being sent); OpenInto makes the
-// offer before the call is sent. On a connection whose reads cannot be
-// interrupted and resumed (TLS, WebSocket), RecvInto does nothing.
+// that fits in cap(b) goes into b instead of a pooled buffer. A large one
+// (16 KiB or more) is read from the connection straight into b; a smaller
+// one is copied there from the read buffer. Recv then returns a Buf whose
+// B is b[:size]; that Buf belongs to the stream and is valid until Release
+// (the bytes are b's, which the caller keeps), and pool.Put ignores it. The
+// offer holds for one message, and a stream holds at most one message in
+// lent memory: once one has come that way, later offers are not used. The
+// stream may write into b until Release or Close returns, so the caller
+// must not use b before then, except through what Recv returned. A reply
+// may arrive before RecvInto is called (a background reader can read while
+// a large request is being sent); OpenInto makes the offer before the call
+// is sent. On a connection whose reads cannot be interrupted and resumed
+// (TLS, WebSocket), no message is read in place, but a small one is still
+// copied into b.
 func (st *Stream) RecvInto(b []byte) {
-	if !st.s.interruptible || cap(b) < directMin {
-		return // a message that small is not read in place
+	if cap(b) == 0 {
+		return
 	}
 	st.mu.Lock()
 	if st.lend == nil {
@@ -49,17 +55,31 @@ type lendState struct {
 }
 
 // borrowLocked makes the lent memory, if it can hold n bytes, the message
-// in progress; it holds none of the session's assembly budget. The offer
-// is used up.
+// in progress, which may then be read in place; it holds none of the
+// session's assembly budget. The offer is used up. Only a connection whose
+// reads can be interrupted reads into lent memory: see unlend.
 func (st *Stream) borrowLocked(n int) bool {
+	if !st.s.interruptible {
+		return false
+	}
+	b := st.takeOfferLocked(n)
+	if b == nil {
+		return false
+	}
+	st.asm, st.asmRes = b, 0
+	return true
+}
+
+// takeOfferLocked returns the lent memory as a Buf of n bytes, if it can
+// hold them and holds no message yet; the offer is used up.
+func (st *Stream) takeOfferLocked(n int) *pool.Buf {
 	l := st.lend
 	if l == nil || l.buf.B != nil || cap(l.offer) < n {
-		return false // nothing offered, or a message holds the memory lent before
+		return nil
 	}
 	l.buf = pool.Borrow(l.offer[:n])
 	l.offer = nil
-	st.asm, st.asmRes = &l.buf, 0
-	return true
+	return &l.buf
 }
 
 // lentLocked records that the reader is about to read into asm, if asm is

@@ -577,7 +577,10 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 			st.tooLarge(&wire.MessageTooLargeError{Size: int64(len(p)), Limit: int64(s.local.MaxMessageSize)})
 			return nil
 		}
-		b := pool.Get(len(p))
+		b := st.takeOfferLocked(len(p)) // copied there, not read in place
+		if b == nil {
+			b = pool.Get(len(p))
+		}
 		copy(b.B, p)
 		st.queue = append(st.queue, queued{b, int32(n)})
 	case st.asm == nil:

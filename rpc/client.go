@@ -298,9 +298,10 @@ func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req
 
 // Invoke performs a unary call: it sends req and decodes the reply into
 // resp, which must be a pointer. For the raw codec, req is a []byte and resp
-// a *[]byte whose capacity is reused: on unix and tcp connections a large
-// reply that fits is read from the socket straight into it, with no copy
-// (Invoke writes that memory only until it returns). Errors are
+// a *[]byte whose capacity is reused: a reply that fits goes straight into
+// it (on unix and tcp connections a large one is read from the socket into
+// it, with no copy; a small one is copied there from the read buffer), and
+// Invoke writes that memory only until it returns. Errors are
 // *status.Error values.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
 	return c.chain(ctx, method, req, resp, opts...)
