@@ -378,6 +378,11 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	c.mdMu.Lock()
 	header, trailer := c.header.pairs(), c.trailer.pairs()
 	c.mdMu.Unlock()
+	// The call stops counting before its reply can reach the client, as
+	// a warren call does (mux.Config.OnEnd), so that a client that calls
+	// again the moment it has the reply, on this connection or another,
+	// is not refused within the limits.
+	s.replyHTTP(h.sc, c)
 	hdr := w.Header()
 	if unread || isClosed(s.closed) {
 		// The body was left unread, or the server is shutting down: no
@@ -394,13 +399,23 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 		w.WriteHeader(http.StatusOK)
 		w.Write(out)
 	}
-	// The reply leaves before the call stops counting, so Shutdown, which
-	// waits for the calls, never closes the connection under it.
 	w.(http.Flusher).Flush()
+	s.replying.Add(-1)
 	c.cancel(context.Canceled)
-	s.callDone(h.sc)
 	pool.Put(in) // after the reply: a raw reply may alias the request
 	pool.Put(scratch)
+}
+
+// replyHTTP ends the counting of an HTTP call whose reply is about to be
+// written; the caller lowers s.replying once it is. Shutdown, which waits
+// for the calls and then closes the connections, waits for the replies
+// too. (replying is raised before the call stops counting, and Shutdown
+// reads calls first, so it never misses both.)
+func (s *Server) replyHTTP(sc *serverConn, c *serverCall) {
+	s.replying.Add(1)
+	if c.state.CompareAndSwap(callStarted, callReleased) {
+		s.callDone(sc)
+	}
 }
 
 // readBody reads a request body of at most limit bytes into a pooled

@@ -1140,3 +1140,135 @@ func (l lockedBuilder) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// slowWrites delays every write of the connections it accepts, before or
+// after the bytes are written.
+type slowWrites struct {
+	net.Listener
+	before, after time.Duration
+}
+
+func (l slowWrites) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return slowConn{c, l.before, l.after}, nil
+}
+
+type slowConn struct {
+	net.Conn
+	before, after time.Duration
+}
+
+func (c slowConn) Write(b []byte) (int, error) {
+	time.Sleep(c.before)
+	n, err := c.Conn.Write(b)
+	time.Sleep(c.after)
+	return n, err
+}
+
+// serveSlowHTTP serves srv on a tcp listener whose connections write
+// slowly, until the test ends, and returns its address.
+func serveSlowHTTP(t *testing.T, srv *rpc.Server, before, after time.Duration) string {
+	t.Helper()
+	l, err := transport.Listen("tcp://127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "tcp://" + l.Addr().String()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(slowWrites{l, before, after}) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, rpc.ErrServerClosed) {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	return addr
+}
+
+// TestHTTPLimitsNeverRefuseWithinLimit makes HTTP calls one at a time,
+// alternating between two connections, on a server that takes one call at
+// a time, and whose connections go on for a while after writing each
+// reply. The call stops counting before its reply leaves, so the next
+// call, on the other connection, is never refused; unary and streaming.
+func TestHTTPLimitsNeverRefuseWithinLimit(t *testing.T) {
+	srv := rpc.NewServer(&rpc.ServerOptions{MaxCalls: 1, CallRate: -1})
+	rpc.Handle(srv, "T.Nop", func(ctx context.Context, req *rpc.Empty) (*rpc.Empty, error) { return req, nil })
+	rpc.HandleServerStream(srv, "T.One", func(ctx context.Context, req *rpc.Empty, st *rpc.Stream[rpc.Empty, rpc.Empty]) error {
+		return st.Send(req)
+	})
+	addr := serveSlowHTTP(t, srv, 0, 30*time.Millisecond)
+	clients := []*http.Client{rpc.HTTPClient(addr, nil), rpc.HTTPClient(addr, nil)}
+	for _, hc := range clients {
+		defer hc.CloseIdleConnections()
+	}
+	for i := range 8 {
+		stream := i%4 >= 2
+		ctype, body := "application/json", []byte(`{}`)
+		path := "/T.Nop"
+		if stream {
+			ctype, body, path = "application/connect+json", envelope(0, `{}`), "/T.One"
+		}
+		resp, err := clients[i%2].Post("http://warren"+path, ctype, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A refused stream comes as 200 with the error in its end-stream
+		// message.
+		if resp.StatusCode != 200 || !stream && string(b) != `{}` || stream && bytes.Contains(b, []byte(`"error"`)) {
+			t.Fatalf("call %d (stream %v): %s %q", i, stream, resp.Status, b)
+		}
+	}
+	if st := srv.Stats(); st.Refused != 0 {
+		t.Errorf("stats: %+v", st)
+	}
+}
+
+// TestHTTPShutdownWaitsForReply: Shutdown waits for a reply that is still
+// being written after its call stopped counting.
+func TestHTTPShutdownWaitsForReply(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := rpc.NewServer(nil)
+	rpc.Handle(srv, "Slow.Wait", func(ctx context.Context, req *rpc.Empty) (*rpc.Empty, error) {
+		close(entered)
+		<-release
+		return req, nil
+	})
+	addr := serveSlowHTTP(t, srv, 50*time.Millisecond, 0)
+	hc := rpc.HTTPClient(addr, nil)
+	defer hc.CloseIdleConnections()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := hc.Post("http://warren/Slow.Wait", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{resp.StatusCode, string(b), err}
+	}()
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	time.Sleep(10 * time.Millisecond) // Shutdown is waiting for the call
+	close(release)
+	if r := <-done; r.err != nil || r.status != 200 || r.body != `{}` {
+		t.Fatalf("reply: %d %q %v", r.status, r.body, r.err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -140,6 +140,7 @@ type Server struct {
 	closed    chan struct{} // closed by Shutdown/Close
 
 	calls      atomic.Int64
+	replying   atomic.Int64 // HTTP replies still being written by calls that stopped counting
 	callsTotal atomic.Uint64
 	refused    atomic.Uint64
 	rejected   atomic.Uint64
@@ -623,7 +624,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	for s.calls.Load() > 0 {
+	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see replyHTTP
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()

@@ -232,7 +232,10 @@ func (c *serverCall) sendHeader(md []string) error {
 
 func (c *serverCall) endStream(header []string, code status.Code, msg string, details [][]byte, trailer []string) {
 	if c.hs != nil {
+		srv := c.conn.srv
+		srv.replyHTTP(c.conn, c)
 		c.hs.end(header, code, msg, details, trailer)
+		srv.replying.Add(-1)
 		return
 	}
 	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
