@@ -343,10 +343,26 @@ func (w *writer) flushFedLocked() error {
 func (w *writer) appendFed(hdr, payload []byte) error {
 	b, err := w.lock()
 	if err == nil {
+		b = w.fedRoom(b, len(hdr)+len(payload))
 		b = append(append(b, hdr...), payload...)
 	}
 	if uerr := w.unlock(b); err == nil {
 		err = uerr
 	}
 	return err
+}
+
+// fedRoom returns b, a fed writer's buffer (w.mu held), with room for n more
+// bytes: if it has too little, a larger pooled buffer holding the same
+// bytes, which goes back to the pool once written. Growing it by append
+// would allocate for every large message.
+func (w *writer) fedRoom(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := pool.Get(len(b) + n)
+	nb.B = append(nb.B[:0], b...)
+	pool.Put(w.fw.bufH) // b is copied; no one else holds it
+	w.fw.bufH = nb
+	return nb.B
 }

@@ -517,7 +517,7 @@ func TestEventLoopListenerClosed(t *testing.T) {
 func BenchmarkUnaryModes(b *testing.B) {
 	for _, mode := range []string{"goroutine", "eventloop"} {
 		for _, callers := range []int{1, 16} {
-			for _, size := range []int{128, 1024} {
+			for _, size := range []int{128, 1024, 1 << 20} {
 				b.Run(fmt.Sprintf("mode=%s/callers=%d/size=%s", mode, callers, sizeName(size)), func(b *testing.B) {
 					srv := NewServer(&ServerOptions{CallRate: -1, EventLoop: mode == "eventloop"})
 					HandleRaw(srv, "Bench.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
