@@ -251,3 +251,43 @@ func TestRecvIntoOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRecvIntoRefusedOpen: an OpenInto refused by MaxStreams gives its
+// stream back to the pool without the caller's memory, which the caller
+// owns again: the next call on that stream, which offers none, gets its
+// reply in memory of its own, and the first caller's is not written.
+func TestRecvIntoRefusedOpen(t *testing.T) {
+	forKinds(t, func(t *testing.T, k connKind) {
+		raw, c := rawServer(t, k, nil, wire.Settings{MaxStreams: 1})
+		ctx := testCtx(t)
+		st1, err := c.Open(ctx, "Svc.A", 0, 0, nil, []byte("a"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitCall(raw, st1.ID())
+		mem := bytes.Repeat([]byte{'M'}, 64)
+		if _, err := c.OpenInto(ctx, "Svc.B", 0, 0, nil, []byte("b"), true, mem); !errors.Is(err, mux.ErrTooManyStreams) {
+			t.Fatalf("OpenInto = %v, want ErrTooManyStreams", err)
+		}
+		st1.Cancel() // out of the table, not released
+		st2, err := c.Open(ctx, "Svc.C", 0, 0, nil, []byte("c"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitCall(raw, st2.ID())
+		go raw.write(dataFrame(st2.ID(), 0, []byte("reply to another call")), trailersFrame(st2.ID(), status.OK, ""))
+		got, err := st2.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.B) != "reply to another call" || &got.B[0] == &mem[0] {
+			t.Errorf("reply %q, in the refused call's memory: %v", got.B, &got.B[0] == &mem[0])
+		}
+		if !bytes.Equal(mem, bytes.Repeat([]byte{'M'}, 64)) {
+			t.Errorf("the refused call's memory was written: %q", mem)
+		}
+		pool.Put(got)
+		st2.Release()
+		st1.Release()
+	})
+}

@@ -124,6 +124,11 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 		if inline {
 			s.returnConnCredit(len(msg))
 		}
+		// The caller's memory is its own again: the pooled stream must
+		// not keep the offer for the next call.
+		st.mu.Lock()
+		st.withdrawLocked()
+		st.mu.Unlock()
 		s.freeClientStream(st)
 		return nil, err
 	}
