@@ -383,6 +383,7 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	// again the moment it has the reply, on this connection or another,
 	// is not refused within the limits.
 	s.replyHTTP(h.sc, c)
+	defer s.replying.Add(-1) // once written, even if writing panicked
 	hdr := w.Header()
 	if unread || isClosed(s.closed) {
 		// The body was left unread, or the server is shutting down: no
@@ -400,14 +401,14 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 		w.Write(out)
 	}
 	w.(http.Flusher).Flush()
-	s.replying.Add(-1)
 	c.cancel(context.Canceled)
 	pool.Put(in) // after the reply: a raw reply may alias the request
 	pool.Put(scratch)
 }
 
 // replyHTTP ends the counting of an HTTP call whose reply is about to be
-// written; the caller lowers s.replying once it is. Shutdown, which waits
+// written; the caller lowers s.replying once it is (deferred, so that a
+// panic while writing cannot hold Shutdown). Shutdown, which waits
 // for the calls and then closes the connections, waits for the replies
 // too. (replying is raised before the call stops counting, and Shutdown
 // reads calls first, so it never misses both.)

@@ -234,8 +234,8 @@ func (c *serverCall) endStream(header []string, code status.Code, msg string, de
 	if c.hs != nil {
 		srv := c.conn.srv
 		srv.replyHTTP(c.conn, c)
+		defer srv.replying.Add(-1)
 		c.hs.end(header, code, msg, details, trailer)
-		srv.replying.Add(-1)
 		return
 	}
 	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
