@@ -106,31 +106,26 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 			return nil, err
 		}
 	}
-	st := s.newClientStream()
-	if recv != nil {
-		st.RecvInto(recv) // no one else sees st yet
-	}
 	// A small message goes with the call header, in the same write; a
 	// large one is written in place by Send (writer.writeDirect), and the
 	// call header, left in the writer's buffer, goes in the same write.
 	large := msg != nil && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin)
 	inline := msg != nil && !large && s.tryConnCredit(len(msg))
 	b, err := s.w.lock()
+	var st *Stream
 	if err == nil {
-		err = s.registerLocked(st)
+		st, err = s.registerLocked()
 	}
 	if err != nil {
 		s.w.unlock(b)
 		if inline {
 			s.returnConnCredit(len(msg))
 		}
-		// The caller's memory is its own again: the pooled stream must
-		// not keep the offer for the next call.
-		st.mu.Lock()
-		st.withdrawLocked()
-		st.mu.Unlock()
-		s.freeClientStream(st)
 		return nil, err
+	}
+	if recv != nil {
+		// Before the call is sent, so before any reply can come.
+		st.RecvInto(recv)
 	}
 	var flags wire.Flags
 	if end && msg == nil {
@@ -167,24 +162,36 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 	return st, nil
 }
 
-// registerLocked assigns st the next stream id and records it. The writer
-// lock is held, so stream ids reach the wire in increasing order.
-func (s *Session) registerLocked(st *Stream) error {
+// registerLocked takes a stream from the session's pool of client streams
+// (or makes one), assigns it the next stream id and records it, in one
+// locked section. The writer lock is held, so stream ids reach the wire in
+// increasing order. Streams are pooled per session, so a stale reference
+// to a released stream still points at the right session, and its id
+// tells it apart.
+func (s *Session) registerLocked() (*Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.err != nil:
-		return s.err
+		return nil, s.err
 	case s.goAwayRecv:
-		return &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
+		return nil, &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
 	case uint32(s.streams.count()) >= s.peer.MaxStreams:
-		return ErrTooManyStreams
+		return nil, ErrTooManyStreams
+	}
+	var st *Stream
+	if n := len(s.free); n > 0 {
+		st = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	} else {
+		st = &Stream{s: s}
 	}
 	st.init(s, s.nextID)
 	s.nextID += 2
 	s.streams.addLocked(st.ID(), st)
 	s.w.open.Add(1)
-	return nil
+	return st, nil
 }
 
 func (s *Session) tryConnCredit(n int) bool {
@@ -968,22 +975,8 @@ func (st *Stream) Release() {
 // maxFreeStreams bounds a session's pool of client streams.
 const maxFreeStreams = 256
 
-// newClientStream takes a stream from the session's pool. Streams are
-// pooled per session, so a stale reference to a released stream still
-// points at the right session, and its id tells it apart.
-func (s *Session) newClientStream() *Stream {
-	s.mu.Lock()
-	if n := len(s.free); n > 0 {
-		st := s.free[n-1]
-		s.free[n-1] = nil
-		s.free = s.free[:n-1]
-		s.mu.Unlock()
-		return st
-	}
-	s.mu.Unlock()
-	return &Stream{s: s}
-}
-
+// freeClientStream gives a released client stream back to the session's
+// pool, from which registerLocked takes it.
 func (s *Session) freeClientStream(st *Stream) {
 	s.mu.Lock()
 	if len(s.free) < maxFreeStreams {

@@ -304,6 +304,9 @@ func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req
 // Invoke writes that memory only until it returns. Errors are
 // *status.Error values.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
+	if len(c.opts.Interceptors) == 0 {
+		return c.invoke(ctx, method, req, resp, opts...) // not through the method value
+	}
 	return c.chain(ctx, method, req, resp, opts...)
 }
 
