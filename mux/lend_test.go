@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,4 +292,79 @@ func TestRecvIntoRefusedOpen(t *testing.T) {
 		st2.Release()
 		st1.Release()
 	})
+}
+
+// TestWindowForStreamsNotYetOpen has a server send WINDOW frames for the
+// next stream ids, over and over, while callers open calls with their
+// memory lent and release them. A frame for a stream the session is just
+// registering reaches it before its call header has gone out: the session
+// survives, with no data race on the stream's send state (under -race),
+// and lent memory is never written after Release.
+func TestWindowForStreamsNotYetOpen(t *testing.T) {
+	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{MaxFrameSize: 64 << 10, MaxStreams: 1000})
+	var wmu sync.Mutex
+	var last atomic.Uint32 // the highest stream id seen
+	write := func(b ...[]byte) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		raw.write(b...)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // the server: answer every call
+		for f := range raw.frames {
+			if f.Type == wire.TypeHeaders {
+				last.Store(max(last.Load(), f.Stream))
+				write(dataFrame(f.Stream, 0, bytes.Repeat([]byte{'r'}, 1000)), trailersFrame(f.Stream, status.OK, ""))
+			}
+		}
+	})
+	wg.Go(func() { // frames for the ids about to be opened
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var frames [][]byte
+			for k := uint32(1); k <= 8; k++ {
+				id := last.Load() + 2*k
+				frames = append(frames, wire.AppendFrame(nil, id, wire.TypeWindow, 0, []byte{0, 0, 0, 1}))
+			}
+			write(frames...)
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	var cw sync.WaitGroup
+	for range 4 {
+		cw.Go(func() {
+			mem := make([]byte, 4096)
+			for i := range 150 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%5)*time.Millisecond)
+				st, err := c.OpenInto(ctx, "S.M", 0, 0, nil, bytes.Repeat([]byte{'q'}, 1024), true, mem[:0])
+				if err != nil {
+					cancel()
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+				recvErr(ctx, st)
+				st.Release()
+				cancel()
+				after := bytes.Clone(mem)
+				time.Sleep(10 * time.Microsecond)
+				if !bytes.Equal(mem, after) {
+					t.Errorf("call %d: lent memory written after Release", i)
+					return
+				}
+			}
+		})
+	}
+	cw.Wait()
+	close(stop)
+	if err := c.Err(); err != nil {
+		t.Errorf("session ended: %v", err)
+	}
+	c.Close()
+	raw.close()
+	wg.Wait()
 }

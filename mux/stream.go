@@ -58,7 +58,12 @@ type queued struct {
 	credit int32 // flow-control credit returned when b is received
 }
 
-func (st *Stream) init(s *Session, id uint32) {
+// init readies a client stream for a call with stream id id: sent bytes
+// of its credit are used by the message that goes with the call header,
+// and done records that the call half-closes with it. The send state is
+// set under s.flowMu, as a WINDOW frame from the peer (even one for a
+// stream it has not seen yet) changes it.
+func (st *Stream) init(s *Session, id uint32, sent int64, done bool) {
 	if st.s == nil {
 		st.s = s // pooled client streams keep their session
 	}
@@ -68,7 +73,8 @@ func (st *Stream) init(s *Session, id uint32) {
 	st.recvWin = int64(s.local.InitialWindow)
 	st.mu.Unlock()
 	s.flowMu.Lock()
-	st.sendWin = int64(s.peer.InitialWindow)
+	st.sendWin = int64(s.peer.InitialWindow) - sent
+	st.sendDone = done
 	s.flowMu.Unlock()
 }
 
@@ -111,10 +117,15 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 	// call header, left in the writer's buffer, goes in the same write.
 	large := msg != nil && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin)
 	inline := msg != nil && !large && s.tryConnCredit(len(msg))
+	var sent int64 // credit used by the message that goes with the call header
+	if inline {
+		sent = int64(len(msg))
+	}
+	done := end && (msg == nil || inline) // the call header's write half-closes
 	b, err := s.w.lock()
 	var st *Stream
 	if err == nil {
-		st, err = s.registerLocked()
+		st, err = s.registerLocked(sent, done)
 	}
 	if err != nil {
 		s.w.unlock(b)
@@ -130,18 +141,15 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 	var flags wire.Flags
 	if end && msg == nil {
 		flags = wire.FlagEnd
-		st.sendDone = true // no one else sees st yet
 	}
 	b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders, Flags: flags})
 	start := len(b)
 	b = wire.AppendCallHeader(b, method, codec, timeout, md)
 	setLength(b, start)
 	if inline {
-		st.sendWin -= int64(len(msg)) // no one else sees st yet
 		flags = 0
 		if end {
 			flags = wire.FlagEnd
-			st.sendDone = true
 		}
 		b = wire.AppendFrame(b, st.ID(), wire.TypeData, flags, msg)
 	}
@@ -163,12 +171,12 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 }
 
 // registerLocked takes a stream from the session's pool of client streams
-// (or makes one), assigns it the next stream id and records it, in one
-// locked section. The writer lock is held, so stream ids reach the wire in
+// (or makes one), readies it (init, with sent and done) with the next
+// stream id and records it, in one locked section. The writer lock is held, so stream ids reach the wire in
 // increasing order. Streams are pooled per session, so a stale reference
 // to a released stream still points at the right session, and its id
 // tells it apart.
-func (s *Session) registerLocked() (*Stream, error) {
+func (s *Session) registerLocked(sent int64, done bool) (*Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -187,7 +195,7 @@ func (s *Session) registerLocked() (*Stream, error) {
 	} else {
 		st = &Stream{s: s}
 	}
-	st.init(s, s.nextID)
+	st.init(s, s.nextID, sent, done)
 	s.nextID += 2
 	s.streams.addLocked(st.ID(), st)
 	s.w.open.Add(1)
