@@ -172,10 +172,10 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 
 // registerLocked takes a stream from the session's pool of client streams
 // (or makes one), readies it (init, with sent and done) with the next
-// stream id and records it, in one locked section. The writer lock is held, so stream ids reach the wire in
-// increasing order. Streams are pooled per session, so a stale reference
-// to a released stream still points at the right session, and its id
-// tells it apart.
+// stream id and records it, in one locked section. The writer lock is
+// held, so stream ids reach the wire in increasing order. Streams are
+// pooled per session, so a stale reference to a released stream still
+// points at the right session, and its id tells it apart.
 func (s *Session) registerLocked(sent int64, done bool) (*Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -152,6 +152,18 @@ func (c *serverCall) release() {
 	}
 }
 
+// replyHTTP releases the slot of an HTTP call whose reply is about to be
+// written; repliedHTTP follows once it is. Shutdown, which waits for the
+// calls and then closes the connections, waits for those replies too
+// (Server.replying): replying is raised before the call stops counting,
+// and Shutdown reads calls first, so it never misses both.
+func (c *serverCall) replyHTTP() {
+	c.conn.srv.replying.Add(1)
+	c.release()
+}
+
+func (c *serverCall) repliedHTTP() { c.conn.srv.replying.Add(-1) }
+
 // endCall is mux.Config.OnEnd: the end of a call's reply is queued for
 // writing, so the call stops counting against the limits.
 func endCall(st *mux.Stream) {

@@ -382,8 +382,8 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	// a warren call does (mux.Config.OnEnd), so that a client that calls
 	// again the moment it has the reply, on this connection or another,
 	// is not refused within the limits.
-	s.replyHTTP(h.sc, c)
-	defer s.replying.Add(-1) // once written, even if writing panicked
+	c.replyHTTP()
+	defer c.repliedHTTP() // even if writing panicked
 	hdr := w.Header()
 	if unread || isClosed(s.closed) {
 		// The body was left unread, or the server is shutting down: no
@@ -404,19 +404,6 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	c.cancel(context.Canceled)
 	pool.Put(in) // after the reply: a raw reply may alias the request
 	pool.Put(scratch)
-}
-
-// replyHTTP ends the counting of an HTTP call whose reply is about to be
-// written; the caller lowers s.replying once it is (deferred, so that a
-// panic while writing cannot hold Shutdown). Shutdown, which waits
-// for the calls and then closes the connections, waits for the replies
-// too. (replying is raised before the call stops counting, and Shutdown
-// reads calls first, so it never misses both.)
-func (s *Server) replyHTTP(sc *serverConn, c *serverCall) {
-	s.replying.Add(1)
-	if c.state.CompareAndSwap(callStarted, callReleased) {
-		s.callDone(sc)
-	}
 }
 
 // readBody reads a request body of at most limit bytes into a pooled

@@ -624,7 +624,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see replyHTTP
+	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see serverCall.replyHTTP
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()

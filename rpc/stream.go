@@ -232,9 +232,8 @@ func (c *serverCall) sendHeader(md []string) error {
 
 func (c *serverCall) endStream(header []string, code status.Code, msg string, details [][]byte, trailer []string) {
 	if c.hs != nil {
-		srv := c.conn.srv
-		srv.replyHTTP(c.conn, c)
-		defer srv.replying.Add(-1)
+		c.replyHTTP()
+		defer c.repliedHTTP()
 		c.hs.end(header, code, msg, details, trailer)
 		return
 	}
