@@ -71,8 +71,10 @@ func (s *Stream[Req, Resp]) Recv() (*Req, error) {
 }
 
 // RecvMsg is Recv into m, which the caller may reuse from one message to
-// the next: with the raw codec and Req []byte, the message is copied into
-// m's capacity, so a steady stream of messages allocates nothing.
+// the next, so that a steady stream of messages allocates nothing. With
+// the raw codec and Req []byte, the message is not copied: m is set to
+// the buffer it arrived in, and the memory m held before goes to warren's
+// buffer pool, so nothing may use that memory after the call.
 func (s *Stream[Req, Resp]) RecvMsg(m *Req) error {
 	buf, err := s.c.recv(s.ctx)
 	if err != nil {
@@ -425,8 +427,10 @@ func (cs *ClientStream[Req, Resp]) Recv() (*Resp, error) {
 }
 
 // RecvMsg is Recv into m, which the caller may reuse from one message to
-// the next: with the raw codec and Resp []byte, the message is copied into
-// m's capacity, so a steady stream of messages allocates nothing.
+// the next, so that a steady stream of messages allocates nothing. With
+// the raw codec and Resp []byte, the message is not copied: m is set to
+// the buffer it arrived in, and the memory m held before goes to warren's
+// buffer pool, so nothing may use that memory after the call.
 func (cs *ClientStream[Req, Resp]) RecvMsg(m *Resp) error {
 	cs.mu.Lock()
 	if cs.err != nil {
