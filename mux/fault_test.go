@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -231,6 +232,14 @@ func TestReceiverMessageLimit(t *testing.T) {
 			}
 			if err := s.Err(); err != nil {
 				t.Fatalf("session ended: %v", err)
+			}
+			// OnReset told the work behind stream 1 (which may be waiting
+			// for the message, as a unary call is), and only stream 1.
+			ts.mu.Lock()
+			resets := slices.Clone(ts.resets)
+			ts.mu.Unlock()
+			if len(resets) != 1 || !isTooLarge(resets[0]) {
+				t.Errorf("OnReset calls: %v, want one with *wire.MessageTooLargeError", resets)
 			}
 		})
 		t.Run("client/"+tc.name, func(t *testing.T) {

@@ -42,7 +42,8 @@ type Config struct {
 	// inline with Stream.RunInline.
 	OnRequest func(st *Stream)
 	// OnReset is called (server role) when a stream the peer opened is
-	// canceled by the peer or lost with the connection, so that the work
+	// canceled by the peer, ended because a message the peer sends on it
+	// is over MaxMessageSize, or lost with the connection, so that the work
 	// behind it can stop.
 	OnReset func(st *Stream, err error)
 	// OnEnd, if set, is called (server role) when the last frames of a

@@ -772,8 +772,13 @@ func (s *Session) takeover() {
 
 // tooLarge abandons a stream whose incoming message is over the limit: the
 // local side sees err, and the peer a ResourceExhausted status (server role)
-// or a CANCEL (client role).
+// or a CANCEL (client role). A server's OnReset learns first, as for a
+// CANCEL: the work behind the stream may be waiting for that message, and
+// the stream leaves the session here, so nothing else would tell it.
 func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
+	if s := st.s; !s.client && s.cfg.OnReset != nil {
+		s.cfg.OnReset(st, err)
+	}
 	st.drop(err)
 	st.s.remove(st)
 	if st.s.client {

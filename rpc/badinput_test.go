@@ -253,6 +253,9 @@ func newBadServer(opts *ServerOptions) *Server {
 		if err != nil {
 			return nil, status.New(status.InvalidArgument, err.Error())
 		}
+		if n < 0 || n > 16<<20 { // a fuzzed size must not take the machine's memory
+			return nil, status.Errorf(status.InvalidArgument, "size %d out of range", n)
+		}
 		return bytes.Repeat([]byte{'b'}, n), nil
 	})
 	return srv
@@ -463,6 +466,9 @@ func TestRequestOverServerLimit(t *testing.T) {
 	if status.Code(r.trailer.Code) != status.ResourceExhausted || !strings.Contains(string(r.trailer.Message), "2097152") {
 		t.Fatalf("declared 2 MiB: status %d %q", r.trailer.Code, r.trailer.Message)
 	}
+	// The refused call holds no slot under the limits: it was admitted when
+	// its header came, and would otherwise count until the server stops.
+	waitCalls(t, e.srv, 0)
 	// The rest of the message is dropped; the connection goes on, and a
 	// large message under the limit on another stream still arrives whole.
 	rs.write(big[firstFrame:])
@@ -476,6 +482,9 @@ func TestRequestOverServerLimit(t *testing.T) {
 		t.Fatalf("600 KiB call: status %d %q, %d bytes", r.trailer.Code, r.trailer.Message, len(r.msg))
 	}
 	rs.call(5, []byte("still up"))
+	rs.conn.Close()
+	waitConns(t, e.srv, 1)
+	waitCalls(t, e.srv, 0)
 }
 
 // TestStalledPeers has peers stop half way, in the preface, in a frame
