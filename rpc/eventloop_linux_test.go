@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -534,4 +535,23 @@ func BenchmarkUnaryModes(b *testing.B) {
 			}
 		}
 	}
+}
+
+// TestEventLoopRequestOverLimit: a unary call refused because its request
+// declares more than MaxMessageSize gives back its slot in the event-loop
+// mode too, while the connection stays up and after it closes.
+func TestEventLoopRequestOverLimit(t *testing.T) {
+	srv := loopServer(&ServerOptions{Settings: wire.Settings{MaxMessageSize: 1 << 20}})
+	e := startLoop(t, srv)
+	rs := e.handshake(t)
+	rs.write(frame(1, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Bad.Echo", codec.IDRaw, 0, nil)))
+	rs.write(frame(1, wire.TypeData, wire.FlagMore, binary.BigEndian.AppendUint32(nil, 2<<20)))
+	if r := rs.await(1); status.Code(r.trailer.Code) != status.ResourceExhausted {
+		t.Fatalf("declared 2 MiB: status %d %q", r.trailer.Code, r.trailer.Message)
+	}
+	waitCalls(t, srv, 0)
+	rs.call(3, []byte("still up"))
+	rs.conn.Close()
+	waitConns(t, srv, 0)
+	waitCalls(t, srv, 0)
 }
