@@ -772,14 +772,16 @@ func (s *Session) takeover() {
 
 // tooLarge abandons a stream whose incoming message is over the limit: the
 // local side sees err, and the peer a ResourceExhausted status (server role)
-// or a CANCEL (client role). A server's OnReset learns first, as for a
-// CANCEL: the work behind the stream may be waiting for that message, and
-// the stream leaves the session here, so nothing else would tell it.
+// or a CANCEL (client role). A server's OnReset is told too: the work
+// behind the stream may be waiting for that message, and the stream leaves
+// the session here, so nothing else would tell it. It is told after the
+// stream has failed, so that a Recv reports err rather than the end of its
+// context.
 func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
+	st.drop(err)
 	if s := st.s; !s.client && s.cfg.OnReset != nil {
 		s.cfg.OnReset(st, err)
 	}
-	st.drop(err)
 	st.s.remove(st)
 	if st.s.client {
 		st.s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)

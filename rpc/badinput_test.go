@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -797,4 +798,34 @@ func TestAbandonedCallReleasesSlot(t *testing.T) {
 		}
 		waitCalls(t, e.srv, 0)
 	})
+}
+
+// TestStreamRequestOverServerLimit: a streaming handler waiting in RecvMsg
+// when its caller sends a message over MaxMessageSize gets
+// ResourceExhausted, not the end of its context, and the call gives back
+// its slot.
+func TestStreamRequestOverServerLimit(t *testing.T) {
+	srv := newBadServer(&ServerOptions{Settings: wire.Settings{MaxMessageSize: 1 << 20}})
+	got := make(chan error, 1)
+	HandleBidiStream(srv, "Bad.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
+		var m []byte
+		err := st.RecvMsg(&m)
+		got <- err
+		return err
+	})
+	e := startBad(t, srv)
+	rs := e.handshake(t)
+	for id := uint32(1); id < 20; id += 2 {
+		rs.write(frame(id, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Bad.Stream", codec.IDRaw, 0, nil)))
+		waitCalls(t, srv, 1)
+		time.Sleep(time.Millisecond) // the handler waits in RecvMsg
+		rs.write(frame(id, wire.TypeData, wire.FlagMore, binary.BigEndian.AppendUint32(nil, 2<<20)))
+		if err := <-got; status.CodeOf(err) != status.ResourceExhausted {
+			t.Fatalf("stream %d: the handler's RecvMsg = %v, want ResourceExhausted", id, err)
+		}
+		if r := rs.await(id); status.Code(r.trailer.Code) != status.ResourceExhausted {
+			t.Fatalf("stream %d: status %d %q", id, r.trailer.Code, r.trailer.Message)
+		}
+		waitCalls(t, srv, 0)
+	}
 }

@@ -22,7 +22,7 @@ import (
 // ends and gives back its slot under the limits (a unary call refused for
 // a request over MaxMessageSize once kept it for good:
 // testdata/fuzz/FuzzServerFrames/chunked-request-over-limit); and a
-// well-behaved client on another connection is served throughout.
+// well-behaved client on another connection is served after each input.
 func FuzzServerFrames(f *testing.F) {
 	hdr := func(stream uint32, method string) []byte {
 		return frame(stream, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, method, codec.IDRaw, 0, nil))
@@ -57,6 +57,9 @@ func FuzzServerFrames(f *testing.F) {
 	good := e.client(f, nil)
 	checkServing(f, good, "before")
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if n := srv.Stats().Calls; n != 0 {
+			t.Fatalf("%d calls left over from an earlier input", n)
+		}
 		rs := e.handshake(t)
 		rs.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		rs.conn.Write(data) // the server may hang up before reading it all

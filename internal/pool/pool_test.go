@@ -116,6 +116,20 @@ func checkNewestFirst(t *testing.T) bool {
 	return true
 }
 
+// TestEveryClass gets and puts buffers of every pooled class, the largest
+// included, and one over the largest (not pooled).
+func TestEveryClass(t *testing.T) {
+	for shift := minShift; shift <= maxShift+1; shift++ {
+		n := 1 << shift
+		b := Get(n)
+		if len(b.B) != n {
+			t.Fatalf("Get(%d): len %d", n, len(b.B))
+		}
+		Put(b)
+		Put(&Buf{B: make([]byte, n)})
+	}
+}
+
 func TestHotDrainedAfterGC(t *testing.T) {
 	const n = 256 << 10
 	Put(Get(n))
