@@ -13,6 +13,7 @@ package pool
 import (
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -47,6 +48,50 @@ type hotStack struct {
 	bufs [hotDepth]*Buf
 }
 
+// hotFor returns the stack of class c, or nil for a class without one.
+func hotFor(c int) *hotStack {
+	if c < hotShift-minShift {
+		return nil
+	}
+	return &hot[c-(hotShift-minShift)]
+}
+
+// pop returns the newest buffer, or nil.
+func (h *hotStack) pop() *Buf {
+	var b *Buf
+	h.mu.Lock()
+	if h.n > 0 {
+		h.n--
+		b, h.bufs[h.n] = h.bufs[h.n], nil
+	}
+	h.mu.Unlock()
+	return b
+}
+
+// push adds b as the newest buffer and returns the oldest if the stack was
+// full (nil otherwise).
+func (h *hotStack) push(b *Buf) (evicted *Buf) {
+	h.mu.Lock()
+	if h.n == hotDepth {
+		evicted = h.bufs[0]
+		copy(h.bufs[:], h.bufs[1:])
+		h.n--
+	}
+	h.bufs[h.n] = b
+	h.n++
+	h.mu.Unlock()
+	return evicted
+}
+
+// take empties the stack and returns what it held.
+func (h *hotStack) take() []*Buf {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	bufs := slices.Clone(h.bufs[:h.n])
+	h.bufs, h.n = [hotDepth]*Buf{}, 0
+	return bufs
+}
+
 func class(n int) int {
 	if n <= 1<<minShift {
 		return 0
@@ -60,18 +105,11 @@ func Get(n int) *Buf {
 	if c >= len(classes) {
 		return &Buf{B: make([]byte, n)}
 	}
-	if c >= hotShift-minShift {
-		h := &hot[c-(hotShift-minShift)]
-		h.mu.Lock()
-		if h.n > 0 {
-			h.n--
-			b := h.bufs[h.n]
-			h.bufs[h.n] = nil
-			h.mu.Unlock()
+	if h := hotFor(c); h != nil {
+		if b := h.pop(); b != nil {
 			b.B = b.B[:n]
 			return b
 		}
-		h.mu.Unlock()
 	}
 	if v := classes[c].Get(); v != nil {
 		b := v.(*Buf)
@@ -92,21 +130,11 @@ func Put(b *Buf) {
 		return
 	}
 	k := class(c)
-	if k >= hotShift-minShift {
-		h := &hot[k-(hotShift-minShift)]
-		h.mu.Lock()
-		if h.n == hotDepth { // the oldest goes to the sync.Pool
-			old := h.bufs[0]
-			copy(h.bufs[:], h.bufs[1:])
-			h.bufs[hotDepth-1] = b
-			h.mu.Unlock()
-			classes[k].Put(old)
+	if h := hotFor(k); h != nil {
+		b = h.push(b) // the oldest, if any, goes to the sync.Pool
+		if b == nil {
 			return
 		}
-		h.bufs[h.n] = b
-		h.n++
-		h.mu.Unlock()
-		return
 	}
 	classes[k].Put(b)
 }
@@ -130,15 +158,11 @@ var drains atomic.Uint64
 
 func drainHot() {
 	drains.Add(1)
-	for i := range hot {
-		h := &hot[i]
-		h.mu.Lock()
-		bufs := h.bufs
-		n := h.n
-		h.bufs, h.n = [hotDepth]*Buf{}, 0
-		h.mu.Unlock()
-		for _, b := range bufs[:n] {
-			classes[i+hotShift-minShift].Put(b)
+	for c := range classes {
+		if h := hotFor(c); h != nil {
+			for _, b := range h.take() {
+				classes[c].Put(b)
+			}
 		}
 	}
 }

@@ -46,12 +46,9 @@ func noGC(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(old) })
 }
 
-// hotOf returns the stack of n-byte buffers.
-func hotOf(n int) *hotStack { return &hot[class(n)-(hotShift-minShift)] }
-
 // hotLen returns how many buffers the stack of n-byte buffers holds.
 func hotLen(n int) int {
-	h := hotOf(n)
+	h := hotFor(class(n))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n
