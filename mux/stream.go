@@ -112,6 +112,9 @@ func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, time
 			return nil, err
 		}
 	}
+	if err := s.fitCallHeader(method, codec, timeout, md); err != nil {
+		return nil, err
+	}
 	// A small message goes with the call header, in the same write; a
 	// large one is written in place by Send (writer.writeDirect), and the
 	// call header, left in the writer's buffer, goes in the same write.
@@ -910,6 +913,9 @@ func (st *Stream) SendHeader(md []string) error {
 	if err := st.err(); err != nil {
 		return err
 	}
+	if err := s.fitFrame(metadataSize(md)); err != nil {
+		return err
+	}
 	b, err := s.w.lockFor(st)
 	if err == nil {
 		b = wire.AppendHeader(b, wire.Header{Stream: st.ID(), Type: wire.TypeHeaders})
@@ -1003,9 +1009,15 @@ func (s *Session) freeClientStream(st *Stream) {
 // Finish ends a stream the peer opened (server role): it sends the reply
 // metadata (if header is not nil), the message msg (if hasMsg), and the
 // trailers with the status, in one write when they fit. The stream is then
-// closed.
+// closed. Reply metadata or trailers too large for a frame of the peer's are
+// not sent: the stream is refused with ResourceExhausted instead, and Finish
+// returns a *wire.FrameTooLargeError.
 func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMsg bool, code status.Code, message string, details [][]byte, trailer []string) error {
 	s := st.s
+	if err := s.fitReply(header, uint32(code), message, details, trailer); err != nil {
+		st.Refuse(status.ResourceExhausted, "reply not sent: "+err.Error())
+		return err
+	}
 	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
 		defer st.finished()
 		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {

@@ -444,6 +444,7 @@ func isConnErr(err error) bool {
 func callError(err error) error {
 	var se *status.Error
 	var mt *wire.MessageTooLargeError
+	var ft *wire.FrameTooLargeError // metadata over the server's MaxFrameSize
 	var ga *mux.GoAwayError
 	switch {
 	case errors.As(err, &se):
@@ -455,7 +456,7 @@ func callError(err error) error {
 		return &status.Error{Code: status.DeadlineExceeded, Message: err.Error(), Cause: err}
 	case errors.Is(err, context.Canceled):
 		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
-	case errors.As(err, &mt), errors.Is(err, mux.ErrTooManyStreams):
+	case errors.As(err, &mt), errors.As(err, &ft), errors.Is(err, mux.ErrTooManyStreams):
 		return &status.Error{Code: status.ResourceExhausted, Message: err.Error(), Cause: err}
 	case errors.Is(err, mux.ErrStreamCanceled):
 		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
