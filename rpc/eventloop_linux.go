@@ -534,6 +534,9 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 		s.logger.Warn("warren: connection refused", "peer", p.String(), "err", err)
 	} else if a.refuse = l.admitConn(rec, p); a.refuse != "" {
 		a.code = status.ResourceExhausted
+		if a.refuse == shuttingDown {
+			a.code = status.Unavailable
+		}
 		s.logger.Warn("warren: connection refused", "peer", p.String(), "reason", a.refuse)
 	}
 	if a.refuse != "" {
@@ -609,7 +612,7 @@ func (l *evLoop) admitConn(rec *loopConn, p *peer.Peer) string {
 	uid := int(rec.uid)
 	switch {
 	case s.closing:
-		return "server is shutting down"
+		return shuttingDown
 	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
 		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
 	case uid >= 0 && s.perUID[uid] >= s.opts.MaxConnsPerUID:

@@ -359,6 +359,9 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	if refuse != "" && peer.Authorize(s.opts.Policy, sc.peer) != nil {
 		refuseCode = status.PermissionDenied
 	}
+	if refuse == shuttingDown {
+		refuseCode = status.Unavailable // a drain, not a limit: the client may retry elsewhere
+	}
 	cfg := &mux.Config{
 		Settings:         s.opts.Settings,
 		HandshakeTimeout: s.handshakeTimeout(),
@@ -410,13 +413,16 @@ func (s *Server) handshakeTimeout() time.Duration {
 	return 10 * time.Second
 }
 
+// shuttingDown is the refusal of a connection that arrives during Shutdown.
+const shuttingDown = "server is shutting down"
+
 // addConn admits sc under the connection limits, or says why not.
 func (s *Server) addConn(sc *serverConn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closing:
-		return "server is shutting down"
+		return shuttingDown
 	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
 		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
 	case sc.uid >= 0 && s.perUID[sc.uid] >= s.opts.MaxConnsPerUID:
