@@ -95,6 +95,12 @@ func TestProtocolViolations(t *testing.T) {
 		{"chunked message ended by FlagEnd with FlagMore", wire.Settings{}, func() [][]byte {
 			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 3000, make([]byte, 1000)), dataFrame(1, wire.FlagMore|wire.FlagEnd, make([]byte, 500))}
 		}},
+		{"chunked message completed by a frame with FlagMore", wire.Settings{}, func() [][]byte {
+			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 1500, make([]byte, 1000)), dataFrame(1, wire.FlagMore, make([]byte, 500))}
+		}},
+		{"chunked message with an empty continuation frame", wire.Settings{}, func() [][]byte {
+			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 1500, make([]byte, 1000)), dataFrame(1, wire.FlagMore, nil)}
+		}},
 		{"chunked message that fits its first frame", wire.Settings{}, func() [][]byte {
 			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 10, make([]byte, 100))}
 		}},

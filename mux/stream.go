@@ -638,6 +638,10 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		}
 		st.asmDirect = false
 		if h.Flags&wire.FlagMore != 0 {
+			if len(p) == 0 || st.asmN == st.asmTotal {
+				st.mu.Unlock()
+				return &ProtocolError{Reason: "chunked message: empty continuation frame, or FlagMore on its last frame"}
+			}
 			early = st.earlyCreditLocked(n)
 			break
 		}
