@@ -57,13 +57,13 @@ func BenchmarkCallHeader(b *testing.B) {
 	b.Run("append", func(b *testing.B) {
 		buf := make([]byte, 0, 256)
 		b.ReportAllocs()
-		b.SetBytes(int64(len(AppendCallHeader(nil, "/Counter/Inc", 1, time.Second, benchMD))))
+		b.SetBytes(int64(len(AppendCallHeader(nil, "Counter.Inc", 1, time.Second, benchMD))))
 		for b.Loop() {
-			buf = AppendCallHeader(buf[:0], "/Counter/Inc", 1, time.Second, benchMD)
+			buf = AppendCallHeader(buf[:0], "Counter.Inc", 1, time.Second, benchMD)
 		}
 	})
 	b.Run("parse", func(b *testing.B) {
-		p := AppendCallHeader(nil, "/Counter/Inc", 1, time.Second, benchMD)
+		p := AppendCallHeader(nil, "Counter.Inc", 1, time.Second, benchMD)
 		b.ReportAllocs()
 		b.SetBytes(int64(len(p)))
 		for b.Loop() {

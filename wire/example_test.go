@@ -13,7 +13,7 @@ import (
 // means the buffer holds only part of the next frame.
 func ExampleParseFrame() {
 	var buf []byte
-	buf = wire.AppendFrame(buf, 1, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "/Echo/Say", 0, time.Second, nil))
+	buf = wire.AppendFrame(buf, 1, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Echo.Say", 0, time.Second, nil))
 	buf = wire.AppendFrame(buf, 1, wire.TypeData, wire.FlagEnd, []byte("hello"))
 	buf = wire.AppendFrame(buf, 0, wire.TypePing, 0, []byte("12345678"))
 	buf = append(buf, 0, 0, 0) // the start of a frame still on its way
@@ -42,7 +42,7 @@ func ExampleParseFrame() {
 		}
 	}
 	// Output:
-	// HEADERS stream=1 len=14 flags=0x00 call /Echo/Say, timeout 1s
+	// HEADERS stream=1 len=13 flags=0x00 call Echo.Say, timeout 1s
 	// DATA stream=1 len=5 flags=0x02 "hello"
 	// PING stream=0 len=8 flags=0x00 "12345678"
 	// need more bytes (3 buffered)

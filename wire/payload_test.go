@@ -21,7 +21,7 @@ func TestCallHeaderRoundTrip(t *testing.T) {
 		md      []string
 	}{
 		{"/a", 0, 0, 0, nil},
-		{"/Echo/Say", 1, -time.Second, 0, []string{"k", "v"}},
+		{"Echo.Say", 1, -time.Second, 0, []string{"k", "v"}},
 		{long, 2, time.Nanosecond, time.Microsecond, []string{"", "", long, long}},
 		{"/x", 255, 1500 * time.Millisecond, 1500 * time.Millisecond, []string{"a", "1", "a", "2"}},
 		{"/x", 3, time.Microsecond + 1, 2 * time.Microsecond, nil},
