@@ -415,6 +415,7 @@ class Stream:
     def __init__(self, sid, local_window, peer_window):
         self.id = sid
         self.send_win = peer_window
+        self.recv_win = local_window  # credit the peer may still use
         self.owed = 0  # stream credit owed to the peer
         self.asm = Assembler()
         self.messages = []  # complete messages the application has not taken
@@ -446,6 +447,7 @@ class Conn:
                 self.fill()
         del self.buf[:size]
         self.conn_send_win = 16 * self.peer["initial_window"]
+        self.conn_recv_win = 16 * self.local["initial_window"]
         self.conn_owed = 0
 
     def fill(self):
@@ -494,6 +496,15 @@ class Conn:
         st = self.streams.get(sid)
         if typ == DATA:
             # Every DATA frame counts against the connection window.
+            self.conn_recv_win -= len(p)
+            if self.conn_recv_win < 0:
+                raise Fail("the server sent more than the connection window")
+            if st is not None and not st.closed:
+                st.recv_win -= len(p)
+                if st.recv_win < 0:
+                    raise Fail(f"the server sent more than stream {sid}'s window")
+                if len(p) > self.local["initial_window"] // 2:
+                    raise Fail(f"a DATA frame of {len(p)} bytes, over half the window")
             if st is None or st.closed:
                 self.credit_conn(len(p))  # dropped: owed to the connection at once
                 return
@@ -516,6 +527,7 @@ class Conn:
         self.conn_owed += n
         if self.conn_owed >= 16 * self.local["initial_window"] // 2:
             self.send(frame(0, WINDOW, 0, struct.pack(">I", self.conn_owed)))
+            self.conn_recv_win += self.conn_owed
             self.conn_owed = 0
 
     def credit(self, st, n):
@@ -525,6 +537,7 @@ class Conn:
         st.owed += n
         if st.owed >= self.local["initial_window"] // 2:
             self.send(frame(st.id, WINDOW, 0, struct.pack(">I", st.owed)))
+            st.recv_win += st.owed
             st.owed = 0
 
     def open(self, method, codec, md=None, timeout_us=0, end=False):
@@ -678,6 +691,25 @@ def check_calls(path):
     ok("the client's GOAWAY leaves its own streams served")
 
 
+def check_settings(path):
+    """The server's settings follow the client's (PROTOCOL.md, Choosing
+    MaxFrameSize), and large messages move whatever the windows."""
+    cases = [
+        ({"max_frame_size": 1 << 20, "initial_window": 4 << 20}, 512 << 10, 2 << 20),
+        ({"max_frame_size": 16384, "initial_window": 65536}, 65536, 1 << 20),
+    ]
+    for mine, frame_size, window in cases:
+        c = Conn(path, mine)
+        got = (c.peer["max_frame_size"], c.peer["initial_window"])
+        expect(got == (frame_size, window), f"client {mine}: server announced {got}, want {(frame_size, window)}")
+        big = os.urandom(3 << 20)
+        msgs, tr, _ = c.unary(b"Test.EchoRaw", RAW, big)
+        expect(tr[0] == 0 and msgs == [big], f"client {mine}: Test.EchoRaw: {tr}")
+        c.sock.close()
+        ok(f"client settings {mine}: server announces MaxFrameSize {frame_size}, InitialWindow {window}; "
+           "3 MiB each way within the windows")
+
+
 def check_shutdown(path, pid):
     c = Conn(path)
     st = c.open(b"Test.Sleep", JSON)
@@ -710,6 +742,7 @@ def main():
         if a.vectors:
             check_vectors(a.vectors)
         check_calls(a.socket)
+        check_settings(a.socket)
         if a.server_pid:
             check_shutdown(a.socket, a.server_pid)
     except (Fail, DecodeError, EOFError, OSError) as e:
