@@ -650,7 +650,11 @@ def check_calls(path):
     expect(got == {"trace-id": ["abc"], "tenant": ["t1"]}, f"Test.Metadata: server saw {got}")
     expect(header == [(b"x-header", b"h")], f"Test.Metadata: reply metadata {header}")
     expect(tr[3] == [(b"x-trailer", b"t")], f"Test.Metadata: trailing metadata {tr[3]}")
-    ok("metadata: request, reply and trailing")
+    md = [(b"k", b"1"), (b"Key-Upper", "žluť".encode()), (b"k", b"2")]
+    msgs, tr, _ = c.unary(b"Test.Metadata", JSON, b"{}", md)
+    got = json.loads(msgs[0])["metadata"]
+    expect(got == {"k": ["1", "2"], "Key-Upper": ["žluť"]}, f"Test.Metadata: server saw {got}")
+    ok("metadata: request, reply and trailing; keys case-sensitive, repeated values in order, UTF-8 values")
 
     st = c.open(b"Test.Echo", JSON, end=True)
     msgs, tr = c.finish(st)
