@@ -556,7 +556,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--addr", "unix:/x.sock"}, "three slashes"},
 		{[]string{"--addr", "tcp://127.0.0.1:0", "--allow-uid", "1"}, "need a unix socket address"},
-		{[]string{"--addr", "tls://127.0.0.1:0"}, "no TLS certificate flags"},
+		{[]string{"--addr", "tls://127.0.0.1:0"}, "a tls:// address needs --cert and --key"},
+		{[]string{"--addr", "ws://127.0.0.1:0/w", "--cert", "x.pem"}, "are for tls:// and wss:// addresses, not ws://"},
 	} {
 		args := tc.args
 		if !strings.Contains(strings.Join(args, " "), "--addr") {
