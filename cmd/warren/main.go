@@ -1,9 +1,10 @@
 // Command warren serves and calls warren services.
 //
 //	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...
-//	warren call ADDR METHOD [JSON]
-//	warren list ADDR [--json]
-//	warren ping ADDR [-n N]
+//	warren serve --addr tls://HOST:PORT --cert F --key F [--client-ca F [--allow-san NAME]... [--allow-cn NAME]...]
+//	warren call [--ca F] [--cert F --key F] [--server-name NAME] ADDR METHOD [JSON]
+//	warren list [--json] ADDR
+//	warren ping [-n N] ADDR
 //	warren certs [--host NAME]... DIR
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
