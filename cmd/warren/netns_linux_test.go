@@ -313,8 +313,9 @@ func TestNetnsTLS(t *testing.T) {
 				t.Fatalf("a call succeeded with the link down: %+v", r)
 			}
 			// Every call fails by its deadline: neither sooner with a
-			// confusing error nor much later.
-			if r.Code != "deadline_exceeded" || r.Ms < 900 || r.Ms > 1500 {
+			// confusing error nor much later (slack for a loaded
+			// machine and the race detector).
+			if r.Code != "deadline_exceeded" || r.Ms < 900 || r.Ms > 2500 {
 				t.Fatalf("a call with the link down: %+v, want deadline_exceeded after about 1000 ms", r)
 			}
 			failed++
