@@ -55,3 +55,17 @@ func ExampleFromContext() {
 	// Output:
 	// called by unix uid=1000 gid=1000 pid=4242
 }
+
+// A TLS server that lets in clients whose verified certificates carry one of
+// two SPIFFE IDs, or the DNS name ops.example.org; the rest are refused.
+func ExampleAllowURIs() {
+	pol := peer.AnyOf(
+		peer.AllowURIs("spiffe://example.org/billing", "spiffe://example.org/web"),
+		peer.AllowDNSNames("ops.example.org"),
+	)
+	// p would be the *peer.Peer of a connection, after its TLS handshake.
+	p := &peer.Peer{Network: "tls"} // no certificate
+	fmt.Println(peer.Authorize(pol, p) == nil)
+	// Output:
+	// false
+}

@@ -20,7 +20,11 @@ import (
 type DialConfig struct {
 	// TLS is the client configuration for tls:// and wss:// addresses. Nil
 	// means the defaults; an empty ServerName is taken from the address's
-	// host.
+	// host. ServerName pins the server's identity by DNS name (or IP
+	// address): the server's certificate must be valid for it, whatever
+	// host the address names. To pin a URI SAN such as a SPIFFE ID, or a
+	// common name, set ServerPolicy to peer.AllowURIs or
+	// peer.AllowCommonNames as well.
 	TLS *tls.Config
 
 	// WebSocketHeader adds header fields to the WebSocket opening handshake

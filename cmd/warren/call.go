@@ -22,7 +22,7 @@ import (
 )
 
 var callHelp = help{
-	usage: "warren call [-timeout D] ADDR METHOD [JSON]",
+	usage: "warren call [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR METHOD [JSON]",
 	text: `
 Call METHOD on the server at ADDR with the JSON request (default {}; "-"
 reads it from stdin) and print the reply as JSON on stdout. For a method
@@ -32,28 +32,34 @@ requests, send JSON if given, and otherwise the sequence of JSON values
 read from stdin.
 
 A failed call prints "error: CODE: message" on stderr (CODE as the Connect
-protocol names it, such as not_found) and exits 1.`,
+protocol names it, such as not_found) and exits 1.
+` + tlsClientText,
 	examples: `  warren call default Counter.Set '{"name":"a","value":1}'
   warren call default Counter.Inc '{"name":"a","by":5}'
   warren call unix:///run/app.sock Counter.Watch '{"name":"a"}'
-  echo '{"name":"a"}' | warren call default Counter.Get -`,
+  echo '{"name":"a"}' | warren call default Counter.Get -
+  warren call --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443 Counter.Get '{"name":"a"}'`,
 }
 
 var listHelp = help{
-	usage: "warren list [--json] [-timeout D] ADDR",
+	usage: "warren list [--json] [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
 	text: `
 List the methods of the server at ADDR (from its Warren.Methods), with
-their kind and the shapes of their request and reply messages.`,
+their kind and the shapes of their request and reply messages.
+` + tlsClientText,
 	examples: `  warren list default
+  warren list --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443
   warren list --json unix:///run/app.sock`,
 }
 
 var pingHelp = help{
-	usage: "warren ping [-n N] [-timeout D] ADDR",
+	usage: "warren ping [-n N] [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
 	text: `
 Send N pings to the server at ADDR, one after another on one connection,
-and print the round-trip times: min, p50, p99 and max.`,
+and print the round-trip times: min, p50, p99 and max.
+` + tlsClientText,
 	examples: `  warren ping default
+  warren ping -n 2000 --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443
   warren ping -n 1000 unix:///run/app.sock`,
 }
 
@@ -62,11 +68,15 @@ func interruptContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// dial resolves a client's ADDR and returns a client for it.
-func dial(arg string) (*rpc.Client, error) {
+// dial resolves a client's ADDR and returns a client for it, with the
+// certificate flags tf.
+func dial(arg string, tf *tlsFlags) (*rpc.Client, error) {
 	addr, cfg, err := clientAddr(arg)
 	if err != nil {
 		return nil, explain(arg, err)
+	}
+	if cfg, err = tf.clientTLS(addr, cfg); err != nil {
+		return nil, err
 	}
 	c, err := rpc.Dial(addr, &rpc.ClientOptions{Dial: cfg})
 	if err != nil {
@@ -87,6 +97,8 @@ func methods(ctx context.Context, c *rpc.Client, timeout time.Duration) (*rpc.Me
 
 func cmdCall(e *env, args []string) error {
 	fset := newFlagSet("call")
+	var tf tlsFlags
+	tf.add(fset, false)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
 	if err != nil {
@@ -109,7 +121,7 @@ func cmdCall(e *env, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := dial(addrArg)
+	c, err := dial(addrArg, &tf)
 	if err != nil {
 		return err
 	}
@@ -264,6 +276,8 @@ func (j *jsonLines) write(v json.RawMessage) error {
 
 func cmdList(e *env, args []string) error {
 	fset := newFlagSet("list")
+	var tf tlsFlags
+	tf.add(fset, false)
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
@@ -272,7 +286,7 @@ func cmdList(e *env, args []string) error {
 	}
 	ctx, stop := interruptContext()
 	defer stop()
-	c, err := dial(pos[0])
+	c, err := dial(pos[0], &tf)
 	if err != nil {
 		return err
 	}
@@ -353,6 +367,8 @@ func writeShape(b *strings.Builder, s *rpc.Shape, seen map[string]bool) {
 
 func cmdPing(e *env, args []string) error {
 	fset := newFlagSet("ping")
+	var tf tlsFlags
+	tf.add(fset, false)
 	n := fset.Int("n", 10, "number of pings")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
 	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)
@@ -364,7 +380,7 @@ func cmdPing(e *env, args []string) error {
 	}
 	ctx, stop := interruptContext()
 	defer stop()
-	c, err := dial(pos[0])
+	c, err := dial(pos[0], &tf)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ func (e *callError) Error() string { return e.code.String() + ": " + e.msg }
 // reports every connection failure as Unavailable with the dial or
 // handshake error as its message; the causes are told apart here.
 func explain(addr string, err error) *callError {
+	if ce := explainTLSCall(addr, err); ce != nil {
+		return ce
+	}
 	se := status.FromError(err)
 	code, msg := se.Code, trimWarren(se.Message)
 	uid := os.Geteuid()

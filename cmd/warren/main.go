@@ -1,9 +1,11 @@
 // Command warren serves and calls warren services.
 //
 //	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...
-//	warren call ADDR METHOD [JSON]
-//	warren list ADDR [--json]
-//	warren ping ADDR [-n N]
+//	warren serve --addr tls://HOST:PORT --cert F --key F [--client-ca F [--allow-san NAME]... [--allow-cn NAME]...]
+//	warren call [--ca F] [--cert F --key F] [--server-name NAME] ADDR METHOD [JSON]
+//	warren list [--json] ADDR
+//	warren ping [-n N] ADDR
+//	warren certs [--host NAME]... DIR
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
 //
@@ -14,7 +16,7 @@
 // bench module.
 //
 // ADDR is a warren address (unix:///abs/path, unix:rel/path, unix:@name,
-// tcp://host:port) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
+// tcp://host:port, tls://host:port, ws:// and wss://host:port/path) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
 // $TMPDIR/warren-UID/warren.sock without XDG_RUNTIME_DIR.
 //
 // Every command takes -h (or --help). Errors go to stderr as "error: ..."
@@ -56,6 +58,7 @@ func init() {
 		{"call", "call a method with a JSON request and print the reply", cmdCall},
 		{"list", "list a server's methods and their message shapes", cmdList},
 		{"ping", "measure round trips to a server", cmdPing},
+		{"certs", "write development certificates for TLS with client certificates", cmdCerts},
 		{"demo", "serve the counter service on a private socket, drive it and report", cmdDemo},
 		{"bench", "run the comparison benchmarks (bench/cmd/compare)", cmdBench},
 	}
@@ -68,8 +71,9 @@ func usage() string {
 		fmt.Fprintf(&b, "  %-6s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
-ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port, or
-"default" (the address 'warren serve' uses without --addr).
+ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
+tls://host:port, ws://host:port/path, wss://host:port/path, or "default"
+(the address 'warren serve' uses without --addr).
 
 examples:
   warren serve &

@@ -32,6 +32,9 @@ import (
 var warrenBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("WARREN_NETNS_HELPER") != "" {
+		os.Exit(m.Run()) // a helper process of netns_linux_test.go
+	}
 	dir, err := os.MkdirTemp("", "warren-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,9 +118,17 @@ func runCmd(t *testing.T, env []string, stdin string, args ...string) result {
 // runAs is runCmd with the process's credentials (nil: ours).
 func runAs(t *testing.T, cred *syscall.Credential, env []string, stdin string, args ...string) result {
 	t.Helper()
+	return runArgv(t, cred, env, stdin, append([]string{warrenBin}, args...)...)
+}
+
+// runArgv runs the program argv[0] with the arguments argv[1:], as runAs
+// runs warren.
+func runArgv(t *testing.T, cred *syscall.Credential, env []string, stdin string, argv ...string) result {
+	t.Helper()
+	args := argv[1:]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, warrenBin, args...)
+	cmd := exec.CommandContext(ctx, argv[0], args...)
 	if env == nil {
 		env = cmdEnv(t)
 	}
@@ -185,6 +196,12 @@ func startCmd(t *testing.T, cred *syscall.Credential, env []string, args ...stri
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
+	return startProc(t, cmd)
+}
+
+// startProc starts cmd as startCmd starts warren.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
@@ -556,7 +573,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--addr", "unix:/x.sock"}, "three slashes"},
 		{[]string{"--addr", "tcp://127.0.0.1:0", "--allow-uid", "1"}, "need a unix socket address"},
-		{[]string{"--addr", "tls://127.0.0.1:0"}, "no TLS certificate flags"},
+		{[]string{"--addr", "tls://127.0.0.1:0"}, "a tls:// address needs --cert and --key"},
+		{[]string{"--addr", "ws://127.0.0.1:0/w", "--cert", "x.pem"}, "are for tls:// and wss:// addresses, not ws://"},
 	} {
 		args := tc.args
 		if !strings.Contains(strings.Join(args, " "), "--addr") {

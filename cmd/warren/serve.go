@@ -21,7 +21,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -37,12 +37,23 @@ Only processes of the user running serve may call it; --allow-uid and
 --mode must then let them open the socket file. A refused client gets a
 permission-denied error naming the reason.
 
+For tls:// and wss:// addresses, --cert and --key are the server's
+certificate and key. With --client-ca, clients must present a certificate
+signed by that CA (mutual TLS); --allow-san and --allow-cn then narrow the
+callers to certificates with one of those DNS or URI subject alternative
+names (a name with a colon, such as spiffe://example.org/web, is a URI)
+or common names. A refused client gets a permission-denied error naming
+the reason. TLS 1.3 at least, unless --tls-min 1.2. 'warren certs DIR'
+writes development certificates. tcp:// and ws:// have no authentication.
+
 SIGINT or SIGTERM shuts down gracefully: calls in flight finish, watches end
 with "unavailable: server is shutting down", the socket file is removed and
 serve exits 0. A second signal stops at once.`,
 	examples: `  warren serve
   warren serve --addr unix:///run/counter/counter.sock --mode 0660 --allow-gid 100
-  warren serve --addr tcp://127.0.0.1:7000`,
+  warren serve --addr tcp://127.0.0.1:7000
+  warren serve --addr tls://0.0.0.0:7443 --cert server.pem --key server-key.pem --client-ca ca.pem --allow-cn client
+  warren serve --addr ws://127.0.0.1:8080/warren`,
 }
 
 // idList is a repeatable flag of numeric ids.
@@ -86,12 +97,14 @@ func parseMode(s string) (fs.FileMode, error) {
 
 func cmdServe(e *env, args []string) error {
 	fset := newFlagSet("serve")
-	addrFlag := fset.String("addr", defaultKeyword, "address to listen on: unix:///path, unix:rel/path, unix:@name, tcp://host:port, or default")
+	addrFlag := fset.String("addr", defaultKeyword, "address to listen on: unix:///path, unix:rel/path, unix:@name, tcp://host:port, tls://host:port, ws://host:port/path, wss://host:port/path, or default")
 	modeFlag := fset.String("mode", "0600", "permission bits of the socket file (octal)")
 	uids := &idList{what: "uid"}
 	gids := &idList{what: "gid"}
 	fset.Var(uids, "allow-uid", "also allow callers with this uid (repeatable)")
 	fset.Var(gids, "allow-gid", "also allow callers with this primary gid (repeatable)")
+	var tf tlsFlags
+	tf.add(fset, true)
 	grace := fset.Duration("grace", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
@@ -114,8 +127,13 @@ func cmdServe(e *env, args []string) error {
 	if err != nil {
 		return &usageError{cmd: "serve", msg: trimWarren(err.Error())}
 	}
-	var policy peer.Policy
-	var policyText string
+	tlsConf, policy, policyText, err := tf.serverTLS(a)
+	if err != nil {
+		return err
+	}
+	if a.Scheme != transport.SchemeUnix && (len(uids.ids) > 0 || len(gids.ids) > 0) {
+		return &usageError{cmd: "serve", msg: fmt.Sprintf("--allow-uid and --allow-gid need a unix socket address: %s peers have no kernel credentials", a.Scheme)}
+	}
 	switch a.Scheme {
 	case transport.SchemeUnix:
 		pols := []peer.Policy{peer.SameUser()}
@@ -130,19 +148,14 @@ func cmdServe(e *env, args []string) error {
 		}
 		policy = peer.AnyOf(pols...)
 		policyText = "callers allowed: " + strings.Join(words, ", or ")
-	case transport.SchemeTCP:
-		if len(uids.ids) > 0 || len(gids.ids) > 0 {
-			return &usageError{cmd: "serve", msg: "--allow-uid and --allow-gid need a unix socket address: TCP peers have no kernel credentials"}
-		}
-		policyText = "WARNING: tcp has no authentication: anyone who can reach the port can call; prefer a unix socket"
-	default:
-		return &usageError{cmd: "serve", msg: fmt.Sprintf("serve has no TLS certificate flags: use a unix:// or tcp:// address, not %s", addr)}
+	case transport.SchemeTCP, transport.SchemeWS:
+		policyText = fmt.Sprintf("WARNING: %s has no authentication: anyone who can reach the port can call; prefer a unix socket, or tls:// with --client-ca", a.Scheme)
 	}
 
 	// The server's rpc policy, not the listener's, decides who may call:
 	// a listener refuses a peer by closing the connection without a word,
 	// while the rpc server tells it why (PermissionDenied).
-	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll()})
+	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf})
 	if err != nil {
 		return listenError(a, err)
 	}
@@ -169,7 +182,7 @@ func cmdServe(e *env, args []string) error {
 	if *addrFlag == defaultKeyword {
 		shown = defaultKeyword
 	}
-	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", shown)
+	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s%s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", tf.clientHint(), shown)
 	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
 		fmt.Fprintf(e.stderr, "warren serve: or   curl --unix-socket %s http://warren/Counter.Inc -H 'Content-Type: application/json' -d '{\"name\":\"a\"}'\n", a.Address)
 	}
