@@ -287,7 +287,6 @@ class Connection(asyncio.Protocol):
         self.recv_avail = 16 * initial_window
         self.conn_unacked = 0
         self.wbuf: list[bytes] = []
-        self.wsize = 0
         self.flush_scheduled = False
         self.paused = False
         self.drain_waiters: list[asyncio.Future[None]] = []
@@ -437,7 +436,6 @@ class Connection(asyncio.Protocol):
                 raise ProtocolError(f"chunked message of {total} bytes not longer than its first chunk", kind="bad_frame")
             if total > self.local.max_message_size:
                 # Dropped without allocating; the call fails, the connection stays up.
-                st.recv_avail += length
                 self._credit(None, length)
                 st.cancel(StatusError("resource_exhausted", f"reply message of {total} bytes is over MaxMessageSize {self.local.max_message_size}"))
                 return
@@ -558,7 +556,6 @@ class Connection(asyncio.Protocol):
             return
         # Answered ahead of queued data.
         self.wbuf.insert(0, _hpack(8, 0, w.PING, w.FLAG_ACK) + payload)
-        self.wsize += 18
         self._schedule()
 
     def _on_goaway(self, payload: bytes) -> None:
@@ -577,21 +574,21 @@ class Connection(asyncio.Protocol):
     # Flow control: credit for what the application consumed.
 
     def _credit(self, st: Stream | None, n: int) -> None:
+        """Records n bytes as consumed and grants them back in batches: a
+        window's credit counts from when its WINDOW frame is written."""
         if self.closed:
             return
         if st is not None and not st.recv_ended and not st.closed:
             st.unacked += n
-            st.recv_avail += n
             if st.unacked >= self.local.initial_window // 2:
                 self.wbuf.append(_hpack(4, st.id, w.WINDOW, 0) + _u32.pack(st.unacked))
-                self.wsize += 14
+                st.recv_avail += st.unacked
                 st.unacked = 0
                 self._schedule()
         self.conn_unacked += n
-        self.recv_avail += n
         if self.conn_unacked >= 8 * self.local.initial_window:
             self.wbuf.append(_hpack(4, 0, w.WINDOW, 0) + _u32.pack(self.conn_unacked))
-            self.wsize += 14
+            self.recv_avail += self.conn_unacked
             self.conn_unacked = 0
             self._schedule()
 
@@ -608,7 +605,6 @@ class Connection(asyncio.Protocol):
         if not b or self.closed:
             return
         self.wbuf = []
-        self.wsize = 0
         if len(b) == 1:
             self.transport.write(b[0])
         else:
