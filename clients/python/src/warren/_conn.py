@@ -292,6 +292,7 @@ class Connection(asyncio.Protocol):
         self.drain_waiters: list[asyncio.Future[None]] = []
         self.pings: dict[bytes, asyncio.Future[None]] = {}
         self.goaway: tuple[int, int, str] | None = None
+        self.hdr_cache: dict[tuple[str, int], bytes] = {}
         self.error: StatusError | None = None
         self.closed = False
         self.closed_future: asyncio.Future[None] = self.loop.create_future()
@@ -647,7 +648,16 @@ class Connection(asyncio.Protocol):
                 raise self.error
         if self.goaway is not None:
             raise StatusError("unavailable", "the server is going away" + (f": {self.goaway[2]}" if self.goaway[2] else "") + "; no new calls on this connection")
-        hdr = w.encode_call_header(method, codec, timeout_us, _md_pairs(metadata))
+        if timeout_us or metadata:
+            hdr = w.encode_call_header(method, codec, timeout_us, _md_pairs(metadata))
+        else:
+            # Most calls have neither: their header is the same every time.
+            key = (method, codec)
+            hdr = self.hdr_cache.get(key)  # type: ignore[assignment]
+            if hdr is None:
+                hdr = w.encode_call_header(method, codec)
+                if len(self.hdr_cache) < 256:
+                    self.hdr_cache[key] = hdr
         if len(hdr) > self.peer.max_frame_size:
             raise StatusError("resource_exhausted", f"call header of {len(hdr)} bytes is over the server's MaxFrameSize")
         if first is not None and len(first) > self.peer.max_message_size:
