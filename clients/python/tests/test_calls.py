@@ -198,3 +198,18 @@ async def test_concurrent_calls(target):
                 assert r == i.to_bytes(4, "big") * (i % 50 + 1)
             else:
                 assert r == {"i": i, "s": "x" * (i % 100)}
+
+
+async def test_receive_flow_control(target):
+    """A reader that stops reading holds at most its window: the Go server
+    waits for credit, and catches up once the reader does."""
+    opts = dict(target.options, initial_window=4096)
+    async with warren.connect(target.address, **opts) as c:
+        async with c.stream("Test.Count", {"n": 5000}) as s:
+            first = await s.recv()
+            await asyncio.sleep(0.3)
+            st = s._st
+            queued = sum(len(m) for m, _ in st.queue)
+            assert 0 < queued <= 4096
+            got = [first] + [m async for m in s]
+        assert got == [{"i": i} for i in range(5000)]

@@ -335,3 +335,33 @@ async def test_server_uid(start_server, kind):
 async def test_server_uid_needs_a_unix_socket():
     with pytest.raises(ValueError):
         await warren.connect("tcp://127.0.0.1:1", server_uid=0)
+
+
+async def test_max_streams_is_respected(sock_path):
+    """A server announcing MaxStreams 2 never sees a third open stream: the
+    other calls wait for a slot."""
+    most = []
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr, w.encode_preface(w.Settings(max_streams=2)))
+        open_ids: list[int] = []
+        served = 0
+        while served < 10:
+            f = await s.read_frame(r)
+            if f.type == w.HEADERS:
+                open_ids.append(f.stream)
+                most.append(len(open_ids))
+                if len(open_ids) == 2:
+                    await asyncio.sleep(0.02)
+                    for sid in open_ids:
+                        wr.write(frame(sid, w.DATA, 0, str(sid).encode()) + frame(sid, w.TRAILERS, w.FLAG_END))
+                        served += 1
+                    open_ids.clear()
+                    await wr.drain()
+        await asyncio.sleep(5)
+
+    async with FakeServer(sock_path, script) as addr:
+        async with warren.connect(addr) as c:
+            got = await asyncio.wait_for(asyncio.gather(*(c.call("X.Y", i) for i in range(10))), 5)
+    assert got == [2 * i + 1 for i in range(10)]
+    assert max(most) == 2

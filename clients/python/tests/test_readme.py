@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+ROOT_README = Path(__file__).resolve().parents[3] / "README.md"
+# This package's README, and the Python section of the repository's.
+EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), re.S) + re.findall(
+    r"```python\n(.*?)```", ROOT_README.read_text().partition("\n## Python\n")[2].partition("\n## ")[0], re.S
+)
 PLACEHOLDER = "unix:///run/app/app.sock"
 
 
 def test_readme_has_examples():
-    assert len(EXAMPLES) >= 5
+    assert len(EXAMPLES) >= 6
     assert all(PLACEHOLDER in ex for ex in EXAMPLES)
 
 

@@ -81,7 +81,8 @@ class ProtoCodec(Codec):
     def encode(self, msg: Any) -> bytes:
         if isinstance(msg, (bytes, bytearray, memoryview)):
             return bytes(msg)
-        return msg.SerializeToString()
+        out: bytes = msg.SerializeToString()
+        return out
 
     def decode(self, data: bytes) -> Any:
         if self.response_type is None:

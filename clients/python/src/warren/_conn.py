@@ -41,7 +41,7 @@ def _md_pairs(md: Any) -> list[tuple[str, str]]:
     if not md:
         return []
     if isinstance(md, dict):
-        out = []
+        out: list[tuple[str, str]] = []
         for k, v in md.items():
             if isinstance(v, (list, tuple)):
                 out.extend((k, x) for x in v)
@@ -538,11 +538,11 @@ class Connection(asyncio.Protocol):
         st.send_win += inc
         if st.send_win > self.peer.initial_window:
             raise ProtocolError(f"flow control: the server granted more credit than it could owe on stream {sid}", kind="bad_frame")
-        f = st.credit_waiter
-        if f is not None:
+        cw = st.credit_waiter
+        if cw is not None:
             st.credit_waiter = None
-            if not f.done():
-                f.set_result(None)
+            if not cw.done():
+                cw.set_result(None)
 
     def _on_cancel(self, sid: int) -> None:
         st = self.streams.get(sid)

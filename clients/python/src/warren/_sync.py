@@ -47,7 +47,8 @@ class SyncClient:
 
     def invoke(self, method: str, request: Any = None, **kw: Any) -> Reply[Any]:
         """Like call, with the reply metadata; see Client.invoke."""
-        return self._run(self._client.invoke(method, request, **kw))
+        r: Reply[Any] = self._run(self._client.invoke(method, request, **kw))
+        return r
 
     def stream(self, method: str, request: Any = None, **kw: Any) -> Iterator[Any]:
         """Calls a server-streaming method and yields its replies. Closing
@@ -75,7 +76,8 @@ class SyncClient:
         return self._run(run())
 
     def ping(self) -> float:
-        return self._run(self._client.ping())
+        rtt: float = self._run(self._client.ping())
+        return rtt
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -373,7 +373,7 @@ def encode_window(increment: int) -> bytes:
 def decode_window(b: bytes) -> int:
     if len(b) != 4:
         raise WireError("bad_payload", f"WINDOW payload of {len(b)} bytes, not 4")
-    v = _u32.unpack(b)[0]
+    v: int = _u32.unpack(b)[0]
     if not 1 <= v <= MAX_WINDOW:
         raise WireError("bad_payload", f"WINDOW increment {v} outside 1..{MAX_WINDOW}")
     return v

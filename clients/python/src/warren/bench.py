@@ -106,7 +106,7 @@ def bytes_value(payload: bytes) -> bytes:
 
 
 async def run_grpc(path: str, payload: bytes, concurrency: int, duration: float, warmup: float) -> tuple[int, float, list[int]]:
-    import grpc  # type: ignore[import-not-found]
+    import grpc  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     req = bytes_value(payload)
     async with grpc.aio.insecure_channel(f"unix://{path}") as ch:
