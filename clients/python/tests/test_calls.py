@@ -213,3 +213,31 @@ async def test_receive_flow_control(target):
             assert 0 < queued <= 4096
             got = [first] + [m async for m in s]
         assert got == [{"i": i} for i in range(5000)]
+
+
+async def test_server_ends_call_during_large_request(target):
+    """The server refuses an unknown method while the client still sends a
+    large request: the call reports the server's status."""
+    async with warren.connect(target.address, **target.options) as c:
+        with pytest.raises(warren.StatusError) as ei:
+            await c.call("No.Such", bytes(16 << 20), timeout=30)
+        assert ei.value.code == "unimplemented"
+        async with c.client_stream("No.Such") as s:
+            with pytest.raises(warren.StatusError) as ei:
+                for _ in range(100):
+                    await s.send({"pad": "x" * 100000})
+                    await asyncio.sleep(0.001)
+            assert ei.value.code == "unimplemented"
+        assert await c.call("Test.Echo", 4) == 4
+
+
+async def test_header_while_reading(target):
+    async with warren.connect(target.address, **target.options) as c:
+        async with c.bidi_stream("Test.Chat", metadata={"a": "b"}) as s:
+            r = asyncio.ensure_future(s.recv())
+            h = asyncio.ensure_future(s.header())
+            await s.send({"x": 1})
+            assert await r == {"x": 1}
+            assert await h == {}
+            await s.close_send()
+            assert [m async for m in s] == []

@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Generic, Mapping, Sequence, TypeVar, Unio
 
 from . import _wire as w
 from ._codec import Codec, pick
-from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, Connection, Stream, md_dict
+from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, CallEnded, Connection, Stream, md_dict
 from ._errors import StatusError
 from ._transport import Address, PeerCred, check_server_uid, make_ssl_context, open_transport, parse_address, peer_cred
 
@@ -119,9 +119,16 @@ class Call:
             self._st.cancel()
 
     async def send(self, msg: Any) -> None:
-        """Sends one message."""
+        """Sends one message. Raises the call's StatusError if the server
+        already ended it."""
         st = await self._stream()
-        await st.send(self._codec.encode(msg), False)
+        try:
+            await st.send(self._codec.encode(msg), False)
+        except CallEnded:
+            t = st.trailer
+            if t is not None and t.code != 0:
+                raise _status_error(st, self._codec) from None
+            raise
 
     async def close_send(self) -> None:
         """Says that no more messages follow (a half-close)."""
@@ -169,7 +176,10 @@ class Call:
         """The reply metadata (waits for it)."""
         st = await self._stream()
         while st.header is None and not st.closed:
-            f = st.waiter = st.conn.loop.create_future()
+            f = st.conn.loop.create_future()
+            if st.header_waiters is None:
+                st.header_waiters = []
+            st.header_waiters.append(f)
             await f
         if st.header is None and st.error is not None:
             raise st.error

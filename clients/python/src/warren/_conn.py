@@ -58,13 +58,21 @@ def md_dict(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     return out
 
 
+class CallEnded(StatusError):
+    """Raised by a send on a stream the server already ended: its status is
+    in the stream's trailer."""
+
+    def __init__(self) -> None:
+        super().__init__("failed_precondition", "the call has ended")
+
+
 class Stream:
     """The client's side of one call (a stream with an odd id)."""
 
     __slots__ = (
         "conn", "id", "queue", "waiter", "header", "trailer", "error", "closed",
         "send_win", "credit_waiter", "recv_avail", "unacked", "held", "asm", "asm_total",
-        "got_data", "recv_ended", "send_ended", "send_lock", "on_done",
+        "got_data", "recv_ended", "send_ended", "send_lock", "on_done", "header_waiters",
     )
 
     def __init__(self, conn: Connection, sid: int) -> None:
@@ -88,10 +96,17 @@ class Stream:
         self.send_ended = False
         self.send_lock: asyncio.Lock | None = None
         self.on_done: Callable[[], None] | None = None
+        self.header_waiters: list[asyncio.Future[None]] | None = None
 
     # Receiving.
 
     def _wake(self) -> None:
+        hw = self.header_waiters
+        if hw is not None and (self.header is not None or self.closed):
+            self.header_waiters = None
+            for h in hw:
+                if not h.done():
+                    h.set_result(None)
         f = self.waiter
         if f is not None:
             self.waiter = None
@@ -168,7 +183,7 @@ class Stream:
         if self.error is not None:
             raise self.error
         if self.closed:
-            raise StatusError("failed_precondition", "the call has ended")
+            raise CallEnded()
         if self.send_ended:
             raise StatusError("failed_precondition", "the call's sending side is closed")
         n = len(payload)
@@ -228,13 +243,12 @@ class Stream:
             if self.error is not None:
                 raise self.error
             if self.closed:
-                raise StatusError("failed_precondition", "the call has ended")
+                raise CallEnded()
             if self.send_win >= need and conn.send_win >= need:
                 return
-            f = conn.loop.create_future()
-            if self.send_win < need:
-                self.credit_waiter = f
-            else:
+            # Woken by credit for the stream or the connection, or by the stream's end.
+            f = self.credit_waiter = conn.loop.create_future()
+            if conn.send_win < need:
                 conn.credit_waiters.append(f)
             try:
                 await f
@@ -425,7 +439,10 @@ class Connection(asyncio.Protocol):
         st.recv_avail -= length
         if st.recv_avail < 0:
             raise ProtocolError(f"flow control: the server sent more DATA than stream {sid}'s window", kind="bad_frame")
-        st.got_data = True
+        if not st.got_data:
+            st.got_data = True
+            if st.header is None:
+                st.header = []  # no HEADERS before the first DATA: empty reply metadata
         asm = st.asm
         if asm is None and not flags & MORE:
             st.queue.append((payload.tobytes(), length))
@@ -468,7 +485,7 @@ class Connection(asyncio.Protocol):
             if st.send_ended:
                 st._close()
                 return
-        if st.waiter is not None and (st.queue or st.recv_ended):
+        if (st.waiter is not None and (st.queue or st.recv_ended)) or st.header_waiters is not None:
             st._wake()
 
     def _early(self, st: Stream, n: int) -> None:
@@ -683,6 +700,8 @@ class Connection(asyncio.Protocol):
         if first is not None:
             try:
                 await st.send(first, end)
+            except CallEnded:
+                return st  # the server answered before taking the whole request
             except BaseException:
                 st.cancel()
                 raise

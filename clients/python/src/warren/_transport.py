@@ -208,7 +208,7 @@ async def open_transport(
         raise StatusError("unavailable", "ws:// and wss:// need the websockets package") from e
     host = a.host if ":" not in a.host else f"[{a.host}]"
     uri = f"{a.scheme}://{host}:{a.port}{a.path}"
-    kw: dict[str, Any] = {"compression": None, "max_size": ws_max_size, "ping_interval": None, "additional_headers": ws_headers or {}}
+    kw: dict[str, Any] = {"compression": None, "max_size": ws_max_size, "ping_interval": None, "close_timeout": 5, "proxy": None, "additional_headers": ws_headers or {}}
     if a.scheme == "wss":
         kw["ssl"] = ssl_ctx
         if server_hostname:
