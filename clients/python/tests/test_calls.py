@@ -241,3 +241,24 @@ async def test_header_while_reading(target):
             assert await h == {}
             await s.close_send()
             assert [m async for m in s] == []
+
+
+async def test_break_out_of_stream_cancels_it(target):
+    async with warren.connect(target.address, **target.options) as c:
+        async for m in c.stream("Test.Count", {"n": 100000, "delay_ms": 1}):
+            assert m == {"i": 0}
+            break
+        assert c._conn.open == 0 and not c._conn.streams
+        assert await c.call("Test.Echo", 5) == 5
+
+
+async def test_concurrent_sends_on_one_stream(target):
+    """Large and small messages sent at once on one stream stay whole."""
+    async with warren.connect(target.address, **target.options) as c:
+        async with c.bidi_stream("Test.Chat", codec="json") as s:
+            big = "y" * (3 << 20)
+            await asyncio.gather(s.send({"big": big}), s.send({"small": 1}), s.send({"small": 2}))
+            got = [await s.recv() for _ in range(3)]
+            await s.close_send()
+            assert [m async for m in s] == []
+        assert sorted(map(str, got)) == sorted(map(str, [{"big": big}, {"small": 1}, {"small": 2}]))

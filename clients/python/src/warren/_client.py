@@ -98,6 +98,16 @@ class Call:
                     self._deadline = _Deadline(self._st, self._timeout)
         return self._st
 
+    def __del__(self) -> None:
+        # A call dropped before its end (say, a loop left with break) is
+        # cancelled, so that the server stops and the stream's slot is freed.
+        st = self._st
+        if st is not None and not st.closed and not st.conn.closed:
+            try:
+                st.cancel()
+            except RuntimeError:  # the event loop is closed
+                pass
+
     async def __aenter__(self) -> Call:
         await self._stream()
         return self

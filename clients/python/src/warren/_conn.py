@@ -191,12 +191,12 @@ class Stream:
             raise StatusError("resource_exhausted", f"message of {n} bytes is over the server's MaxMessageSize {conn.peer.max_message_size}")
         if end:
             self.send_ended = True
-        if n <= self.send_win and n <= conn.send_win and n <= conn.peer.max_frame_size:
+        lock = self.send_lock
+        if n <= self.send_win and n <= conn.send_win and n <= conn.peer.max_frame_size and (lock is None or not lock.locked()):
             self.send_win -= n
             conn.send_win -= n
             conn._write_data(self.id, END if end else 0, payload)
             return
-        lock = self.send_lock
         if lock is None:
             lock = self.send_lock = asyncio.Lock()
         async with lock:
@@ -209,8 +209,7 @@ class Stream:
         limit = min(peer.max_frame_size, max(peer.initial_window // 2, 1024))
         if n <= min(peer.max_frame_size, peer.initial_window):
             # One frame, once the windows hold it.
-            while n > self.send_win or n > conn.send_win:
-                await self._wait_credit()
+            await self._wait_credit(need=n)
             self.send_win -= n
             conn.send_win -= n
             conn._write_data(self.id, END if end else 0, payload)
