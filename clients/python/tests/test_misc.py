@@ -61,3 +61,23 @@ def test_connect_sync(start_server):
         assert c.ping() > 0
     with pytest.raises(warren.StatusError):
         warren.connect_sync(srv.address + ".missing")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["tls", "wss"])
+async def test_tls_verifies_the_server(kind, server_bin, workdir, tls_files):
+    from conftest import Server, server_address
+
+    srv = Server(server_bin, server_address(kind, workdir), tls_files)
+    try:
+        with pytest.raises(warren.StatusError) as ei:
+            await warren.connect(srv.address)  # the system's CAs do not know the test CA
+        assert ei.value.code == "unavailable" and "certificate" in ei.value.message.lower()
+        port = srv.address.rsplit(":", 1)[1]
+        with pytest.raises(warren.StatusError) as ei:
+            await warren.connect(f"{kind}://127.0.0.1:{port}", ca=tls_files.ca, server_hostname="not-the-name")
+        assert ei.value.code == "unavailable"
+        async with warren.connect(f"{kind}://127.0.0.1:{port}", ca=tls_files.ca, server_hostname="localhost") as c:
+            assert await c.call("Test.Echo", 1) == 1
+    finally:
+        srv.stop()
