@@ -365,3 +365,27 @@ async def test_max_streams_is_respected(sock_path):
             got = await asyncio.wait_for(asyncio.gather(*(c.call("X.Y", i) for i in range(10))), 5)
     assert got == [2 * i + 1 for i in range(10)]
     assert max(most) == 2
+
+
+async def test_graceful_shutdown_goaway(start_server):
+    """The Go server's graceful shutdown: its GOAWAY lets the call in
+    progress finish; new calls fail with unavailable."""
+    import signal
+
+    srv = start_server("unix")
+    async with warren.connect(srv.address) as c:
+        slow = asyncio.ensure_future(c.call("Test.Sleep", {"ms": 400}))
+        for _ in range(100):
+            if (await c.call("Test.Pending"))["pending"] == 1:
+                break
+            await asyncio.sleep(0.01)
+        srv.proc.send_signal(signal.SIGTERM)
+        for _ in range(200):
+            if c._conn.goaway is not None or c.closed:
+                break
+            await asyncio.sleep(0.01)
+        assert c._conn.goaway is not None
+        with pytest.raises(warren.StatusError) as ei:
+            await c.call("Test.Echo", 1)
+        assert ei.value.code == "unavailable"
+        assert await asyncio.wait_for(slow, 5) == {"slept": 400}
