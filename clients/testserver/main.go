@@ -81,6 +81,7 @@ func run(addr, cert, key string, stdin bool) error {
 	store := counter.New()
 	store.Register(srv)
 	register(srv)
+	registerProto(srv)
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()

@@ -1,0 +1,38 @@
+"""warren: a client for warren's protocol, over unix sockets, TCP, TLS and
+WebSocket.
+
+    import warren
+
+    async with warren.connect("unix:///run/app/app.sock") as client:
+        reply = await client.call("Counter.Inc", {"name": "a"})
+"""
+
+from ._client import Call, Client, Reply, connect
+from ._codec import Codec, JSONCodec, ProtoCodec, RawCodec
+from ._errors import CODE_NAMES, ProtocolError, StatusError
+from ._sync import SyncClient, connect_sync
+from ._transport import SAME_USER, Address, PeerCred, parse_address
+from ._wire import Settings
+
+__all__ = [
+    "CODE_NAMES",
+    "SAME_USER",
+    "Address",
+    "Call",
+    "Client",
+    "Codec",
+    "JSONCodec",
+    "PeerCred",
+    "ProtoCodec",
+    "ProtocolError",
+    "RawCodec",
+    "Reply",
+    "Settings",
+    "StatusError",
+    "SyncClient",
+    "connect",
+    "connect_sync",
+    "parse_address",
+]
+
+__version__ = "0.1.0"
