@@ -12,14 +12,15 @@
 // Test methods (JSON unless noted):
 //
 //	Test.Echo      any JSON value -> the same value
-//	Test.EchoRaw   any bytes -> the same bytes (raw codec; also takes protobuf bytes)
+//	Test.EchoRaw   any bytes -> the same bytes (raw codec only)
+//	Test.EchoProto google.protobuf.BytesValue -> the same value (proto codec; proto.go)
 //	Test.Fail      {"code":"not_found","message":"m","details":["..."]} -> that status error
 //	Test.Sleep     {"ms":N} -> {"slept":N}, or the call's deadline or cancellation
 //	Test.Metadata  {} -> {"metadata":{...}}: the request metadata; sets header "x-header" and trailer "x-trailer"
 //	Test.Count     {"n":N,"delay_ms":D} => {"i":0} ... {"i":N-1} (server stream)
 //	Test.Sum       {"n":K}... -> {"sum":S,"count":C} (client stream)
 //	Test.Chat      {...}... => each message back (bidirectional stream)
-//	Test.Big       {"size":N} -> N raw bytes, byte i = i mod 251 (raw codec)
+//	Test.Big       {"size":N} -> N bytes, byte i = i mod 251 (a []byte: base64 in JSON, as is with the raw codec)
 //	Test.Pending   {} -> {"pending":N}: calls of Test.Sleep in progress
 package main
 
