@@ -28,7 +28,15 @@ const dialNode: Dialer = async (addr, opts) => {
     case "unix": {
       let path = rest.startsWith("//") ? rest.slice(2) : rest;
       if (path === "") throw new StatusError("invalid_argument", `bad address ${JSON.stringify(addr)}: no socket path`);
-      if (path.startsWith("@")) path = "\0" + path.slice(1); // abstract (Linux)
+      if (path.startsWith("@")) {
+        // Linux's abstract namespace. Node 20 connects with the whole
+        // sockaddr_un (the name padded with NUL bytes), which is another name.
+        path = "\0" + path.slice(1);
+        return dialSocket(addr, () => net.connect({ path }), opts.signal).catch((e) => {
+          if (Number(process.versions.node.split(".")[0]) >= 22 || !/ECONNREFUSED/.test(String(e?.message))) throw e;
+          throw new StatusError("unavailable", `${e.message} (Node ${process.versions.node} pads abstract socket names with NUL bytes, nodejs/node#49656: use a socket file path)`, [], [], { cause: e });
+        });
+      }
       return dialSocket(addr, () => net.connect({ path }), opts.signal);
     }
     case "tcp":
