@@ -68,7 +68,7 @@ func dial(arg string) (*rpc.Client, error) {
 	if err != nil {
 		return nil, explain(arg, err)
 	}
-	c, err := rpc.Dial(addr, &rpc.ClientOptions{Dial: cfg})
+	c, err := rpc.Dial(addr, clientOptions(&rpc.ClientOptions{Dial: cfg}))
 	if err != nil {
 		return nil, explain(arg, err)
 	}
@@ -87,6 +87,7 @@ func methods(ctx context.Context, c *rpc.Client, timeout time.Duration) (*rpc.Me
 
 func cmdCall(e *env, args []string) error {
 	fset := newFlagSet("call")
+	tokenFlag(fset)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
 	if err != nil {
@@ -264,6 +265,7 @@ func (j *jsonLines) write(v json.RawMessage) error {
 
 func cmdList(e *env, args []string) error {
 	fset := newFlagSet("list")
+	tokenFlag(fset)
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
@@ -353,6 +355,7 @@ func writeShape(b *strings.Builder, s *rpc.Shape, seen map[string]bool) {
 
 func cmdPing(e *env, args []string) error {
 	fset := newFlagSet("ping")
+	tokenFlag(fset)
 	n := fset.Int("n", 10, "number of pings")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
 	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)

@@ -21,7 +21,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -32,7 +32,14 @@ serve prints "listening on ADDR" once it accepts connections. Without
 'list' and 'ping' accept as "default": $XDG_RUNTIME_DIR/warren/warren.sock,
 or warren-UID/warren.sock in the temporary directory (created with mode 0700).
 
-Only processes of the user running serve may call it; --allow-uid and
+On a network address (tcp://), every call, HTTP request and WebSocket
+upgrade must carry a token: a random one unless --token sets it. serve
+prints the page's URL with the token (http://127.0.0.1:PORT/?token=...);
+'warren call --token' or WARREN_TOKEN pass it. --no-auth, on a loopback
+address only, turns the token off. Browsers get a live page of the counters
+at GET / on every address (other clients get the method list as JSON).
+
+On a unix socket, only processes of the user running serve may call it; --allow-uid and
 --allow-gid (repeatable, or comma-separated) let others in as well, and
 --mode must then let them open the socket file. A refused client gets a
 permission-denied error naming the reason.
@@ -93,6 +100,8 @@ func cmdServe(e *env, args []string) error {
 	fset.Var(uids, "allow-uid", "also allow callers with this uid (repeatable)")
 	fset.Var(gids, "allow-gid", "also allow callers with this primary gid (repeatable)")
 	grace := fset.Duration("grace", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
+	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
+	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
@@ -134,9 +143,17 @@ func cmdServe(e *env, args []string) error {
 		if len(uids.ids) > 0 || len(gids.ids) > 0 {
 			return &usageError{cmd: "serve", msg: "--allow-uid and --allow-gid need a unix socket address: TCP peers have no kernel credentials"}
 		}
-		policyText = "WARNING: tcp has no authentication: anyone who can reach the port can call; prefer a unix socket"
+		policyText = "callers must send the token in the URL below (warren call --token, or WARREN_TOKEN)"
+		if *noAuth {
+			policyText = "no token required (--no-auth)"
+		}
 	default:
 		return &usageError{cmd: "serve", msg: fmt.Sprintf("serve has no TLS certificate flags: use a unix:// or tcp:// address, not %s", addr)}
+	}
+
+	auth, err := serveAuth(e.stderr, a, *token, *noAuth)
+	if err != nil {
+		return err
 	}
 
 	// The server's rpc policy, not the listener's, decides who may call:
@@ -147,7 +164,7 @@ func cmdServe(e *env, args []string) error {
 		return listenError(a, err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}})
 	store := counter.New()
 	store.Register(srv)
 
@@ -172,6 +189,9 @@ func cmdServe(e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", shown)
 	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
 		fmt.Fprintf(e.stderr, "warren serve: or   curl --unix-socket %s http://warren/Counter.Inc -H 'Content-Type: application/json' -d '{\"name\":\"a\"}'\n", a.Address)
+	}
+	if a.Scheme != transport.SchemeUnix {
+		fmt.Fprintf(e.stdout, "open %s\n", pageURL(l.Addr(), auth))
 	}
 	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")
 
