@@ -106,7 +106,9 @@ var errNoToken = status.New(status.Unauthenticated,
 
 // allowCall is the per-call check, run by the interceptors below.
 func (a *TokenAuth) allowCall(ctx context.Context) error {
-	if ctx.Value(authedKey{}) != nil {
+	// A call of an HTTP request that carried the token: the request's
+	// context is the call's parent.
+	if c, _ := ctx.Value(callKey{}).(*serverCall); c != nil && c.parent != nil && c.parent.Value(authedKey{}) != nil {
 		return nil
 	}
 	if p, ok := peer.FromContext(ctx); ok && a.exempt(p) {
