@@ -110,7 +110,9 @@ func TestTokenAuthUnixPeers(t *testing.T) {
 
 type testPage struct{}
 
-func (testPage) ServeHTTP(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<p>page "+r.URL.Path) }
+func (testPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.WriteString(w, "<p>page "+r.URL.Path)
+}
 
 func TestTokenAuthHTTP(t *testing.T) {
 	addr := startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, testPage{})
