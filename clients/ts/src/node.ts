@@ -105,7 +105,8 @@ function dialSocket(addr: string, open: () => net.Socket, signal?: AbortSignal, 
       signal?.removeEventListener("abort", onAbort);
       resolve(t);
     });
-    sock.on("data", (b: Buffer) => t.onData(b));
+    // Plain Uint8Arrays, as in browsers (a Buffer is a subclass).
+    sock.on("data", (b: Buffer) => t.onData(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
     sock.on("error", (e) => (err = e));
     sock.on("close", () => {
       signal?.removeEventListener("abort", onAbort);
