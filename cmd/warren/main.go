@@ -1,14 +1,15 @@
 // Command warren serves and calls warren services.
 //
-//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...
-//	warren call ADDR METHOD [JSON]
-//	warren list ADDR [--json]
-//	warren ping ADDR [-n N]
+//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]
+//	warren call [--token T] ADDR METHOD [JSON]
+//	warren list [--token T] ADDR [--json]
+//	warren ping [--token T] ADDR [-n N]
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
 //
 // serve runs the counter service (package counter) over warren RPC and HTTP
-// on one address; call, list and ping talk to any warren server; demo starts
+// on one address, with a live page for browsers at GET / (on a network
+// address, behind a token it prints in the page's URL); call, list and ping talk to any warren server; demo starts
 // the counter service on a private socket, drives it over RPC, a Watch
 // stream and HTTP and reports; bench runs the comparison benchmarks of the
 // bench module.

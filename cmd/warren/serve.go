@@ -49,7 +49,8 @@ with "unavailable: server is shutting down", the socket file is removed and
 serve exits 0. A second signal stops at once.`,
 	examples: `  warren serve
   warren serve --addr unix:///run/counter/counter.sock --mode 0660 --allow-gid 100
-  warren serve --addr tcp://127.0.0.1:7000`,
+  warren serve --addr tcp://127.0.0.1:7000
+  warren serve --addr tcp://127.0.0.1:7000 --token "$(cat token-file)"`,
 }
 
 // idList is a repeatable flag of numeric ids.
