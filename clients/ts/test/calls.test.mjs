@@ -5,6 +5,8 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { connect, StatusError, raw } from "../dist/node.js";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { startServer, tempDir } from "./helpers.mjs";
 
 const MiB = 1 << 20;
@@ -248,6 +250,30 @@ describe("connections", () => {
     assert.ok(Date.now() - t0 < 2000);
     await rejectsWith(c.call("Test.Echo", 1), "unavailable");
     await c.closed;
+  });
+
+  test("tls:// and wss:// with the server's certificate as the CA", async () => {
+    // A self-signed certificate for 127.0.0.1, made by Go's own generator.
+    const dir = tempDir();
+    const goroot = execFileSync("go", ["env", "GOROOT"]).toString().trim();
+    execFileSync("go", ["run", join(goroot, "src", "crypto", "tls", "generate_cert.go"), "--host", "127.0.0.1", "--duration", "1h"], { cwd: dir, stdio: "ignore" });
+    const cert = join(dir, "cert.pem");
+    const ca = readFileSync(cert);
+    for (const scheme of ["tls", "wss"]) {
+      const srv = await startServer(`${scheme}://127.0.0.1:0${scheme === "wss" ? "/" : ""}`, ["-cert", cert, "-key", join(dir, "key.pem")]);
+      try {
+        const c = await connect(srv.addr, { tls: { ca } });
+        assert.equal(await c.call("Test.Echo", scheme), scheme);
+        const got = [];
+        for await (const m of c.stream("Test.Count", { n: 3 })) got.push(m.i);
+        assert.deepEqual(got, [0, 1, 2]);
+        await c.close();
+        // Without the CA, the certificate is refused.
+        await rejectsWith(connect(srv.addr), "unavailable");
+      } finally {
+        await srv.kill();
+      }
+    }
   });
 
   test("nothing listening: unavailable", async () => {
