@@ -288,6 +288,7 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
         : new StatusError("canceled", reason instanceof Error ? reason.message : reason !== undefined ? String(reason) : `${this.method}: canceled`, [], [], { cause: reason });
     if (this.stream) this.stream.cancel(err);
     else this.early ??= err;
+    this.cleanup(); // the deadline timer and the abort listener
   }
 
   private cleanup(): void {

@@ -307,3 +307,21 @@ describe("connections", () => {
     await rejectsWith(c.call("Test.Echo", 1), "unavailable");
   });
 });
+
+describe("resources", () => {
+  test("a canceled stream leaves no timer behind", async () => {
+    const srv = await startServer("tcp://127.0.0.1:0");
+    try {
+      const c = await connect(srv.addr);
+      for await (const m of c.stream("Test.Count", { n: 100, delay_ms: 1 }, { timeoutMs: 600000 })) {
+        if (m.i === 1) break;
+      }
+      // A leaked 10-minute timer would keep this count above the baseline.
+      const timers = process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+      await c.close();
+      assert.ok(timers <= 1, `${timers} timers active`);
+    } finally {
+      await srv.kill();
+    }
+  });
+});
