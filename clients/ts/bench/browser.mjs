@@ -11,6 +11,7 @@ import { parseArgs } from "node:util";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import puppeteer from "puppeteer-core";
+import { WebSocketServer } from "ws";
 import { startServer } from "../test/helpers.mjs";
 
 const { values: o } = parseArgs({ options: { seconds: { type: "string", default: "3" }, concurrency: { type: "string", default: "16" }, size: { type: "string", default: "1024" } } });
@@ -32,8 +33,41 @@ try {
   await page.addScriptTag({ url: origin + "/bench.js" });
   await page.setRequestInterception(false);
   const r = await page.evaluate((a, s, c, n) => window.runBench(a, s, c, n), origin.replace("http", "ws") + "/", Number(o.seconds), Number(o.concurrency), Number(o.size));
+  // The floor: the browser's own WebSocket, echoed by a Node ws server,
+  // the same number of messages in flight.
+  const wss = new WebSocketServer({ port: 0, host: "127.0.0.1" });
+  wss.on("connection", (s) => s.on("message", (m) => s.send(m)));
+  await new Promise((res) => wss.on("listening", res));
+  const echo = await page.evaluate(
+    async (u, seconds, conc, size) => {
+      const s = new WebSocket(u);
+      s.binaryType = "arraybuffer";
+      await new Promise((res) => (s.onopen = res));
+      const b = new Uint8Array(size);
+      let n = 0;
+      let inflight = conc;
+      const t0 = performance.now();
+      const end = t0 + seconds * 1000;
+      await new Promise((done) => {
+        s.onmessage = () => {
+          n++;
+          if (performance.now() < end) s.send(b);
+          else if (--inflight === 0) done();
+        };
+        for (let i = 0; i < conc; i++) s.send(b);
+      });
+      s.close();
+      return Math.round(n / ((performance.now() - t0) / 1000));
+    },
+    `ws://127.0.0.1:${wss.address().port}/`,
+    Number(o.seconds),
+    Number(o.concurrency),
+    Number(o.size),
+  );
+  wss.close();
+  r["raw WebSocket echo (reference)"] = echo;
   console.log(`Chromium ${await browser.version()}, WebSocket to the Go test server, ${o.size} B echo, ${o.concurrency} concurrent calls, ${o.seconds} s`);
-  for (const [k, v] of Object.entries(r)) console.log(`  ${k.padEnd(28)} ${String(v).padStart(8)} calls/s`);
+  for (const [k, v] of Object.entries(r)) console.log(`  ${k.padEnd(32)} ${String(v).padStart(8)} calls/s`);
 } finally {
   await browser.close();
   await srv.kill();
