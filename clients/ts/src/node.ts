@@ -1,6 +1,6 @@
 // The Node build: unix://, tcp:// and tls:// over node:net and node:tls,
-// ws:// and wss:// over the global WebSocket (Node 22 and later) or, where
-// there is none (Node 20), the ws package (an optional peer dependency).
+// ws:// and wss:// over the ws package (an optional peer dependency) where
+// it is installed, else the global WebSocket (Node 22 and later).
 
 import * as net from "node:net";
 import * as tls from "node:tls";
@@ -48,7 +48,9 @@ const dialNode: Dialer = async (addr, opts) => {
     case "ws":
     case "wss": {
       const WS = await webSocketClass();
-      const extra = WS === (globalThis as any).WebSocket ? undefined : { perMessageDeflate: false, maxPayload: 0, ...(opts.tls ?? {}) };
+      const global = WS === (globalThis as any).WebSocket;
+      if (global && opts.tls) throw new StatusError("unimplemented", "the tls option over wss:// needs the ws package (npm install ws): the global WebSocket takes no TLS options");
+      const extra = global ? undefined : { perMessageDeflate: false, maxPayload: 0, ...(opts.tls ?? {}) };
       return dialWebSocket(WS, addr, wsProtocols(opts.token), extra, opts.signal);
     }
   }
@@ -62,15 +64,21 @@ function hostPort(addr: string, rest: string): { host: string; port: number } {
   return { host: u.hostname.replace(/^\[|\]$/g, ""), port };
 }
 
+/**
+ * The ws package where it is installed (it takes the tls options, and
+ * exists on every Node), else the global WebSocket (Node 22 and later).
+ */
 async function webSocketClass(): Promise<WebSocketConstructor> {
-  const g = (globalThis as any).WebSocket;
-  if (typeof g === "function") return g;
   try {
     const mod: any = await import("ws");
-    return mod.WebSocket ?? mod.default;
+    const WS = mod.WebSocket ?? mod.default;
+    if (typeof WS === "function") return WS;
   } catch {
-    throw new StatusError("unimplemented", "ws:// needs a WebSocket: this Node has no global WebSocket; install the ws package (npm install ws) or use Node 22 or later");
+    // not installed
   }
+  const g = (globalThis as any).WebSocket;
+  if (typeof g === "function") return g;
+  throw new StatusError("unimplemented", "ws:// needs a WebSocket: this Node has no global WebSocket; install the ws package (npm install ws) or use Node 22 or later");
 }
 
 /** Connects a socket and wraps it as a Transport. */
