@@ -72,7 +72,7 @@ export class Stream {
 
   // receive side
   queue: Incoming[] = [];
-  private waiter: (() => void) | null = null;
+  private waiters: (() => void)[] = [];
   recvEnded = false; // the server's direction ended (TRAILERS or DATA|END)
   partial: Uint8Array | null = null; // a chunked message being reassembled
   filled = 0;
@@ -97,15 +97,14 @@ export class Stream {
   /** Resolves when something arrived or the stream ended. */
   wait(): Promise<void> {
     if (this.queue.length > 0 || this.result !== undefined) return Promise.resolve();
-    return new Promise((r) => (this.waiter = r));
+    return new Promise((r) => this.waiters.push(r));
   }
 
   wake(): void {
-    const w = this.waiter;
-    if (w) {
-      this.waiter = null;
-      w();
-    }
+    const ws = this.waiters;
+    if (ws.length === 0) return;
+    this.waiters = [];
+    for (const w of ws) w();
   }
 
   /**

@@ -325,3 +325,24 @@ describe("resources", () => {
     }
   });
 });
+
+describe("concurrent readers", () => {
+  test("two receive() calls at once on a bidirectional stream both get a message", async () => {
+    const srv = await startServer("tcp://127.0.0.1:0");
+    try {
+      const c = await connect(srv.addr);
+      const s = c.bidiStream("Test.Chat");
+      const a = s.receive();
+      const b = s.receive();
+      await s.send({ n: 1 });
+      await s.send({ n: 2 });
+      const got = (await Promise.all([a, b])).map((m) => m.n).sort();
+      assert.deepEqual(got, [1, 2]);
+      await s.closeSend();
+      assert.equal(await s.receive(), undefined);
+      await c.close();
+    } finally {
+      await srv.kill();
+    }
+  });
+});
