@@ -190,6 +190,9 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeUnaryError(w, 0, status.Errorf(status.PermissionDenied, "%v", err), nil, nil)
 		return
 	}
+	if r = h.srv.authorizeHTTP(w, r, h.sc.peer); r == nil {
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		hd, name := h.srv.lookupPath(r.URL.Path)
@@ -199,9 +202,13 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.srv.serveWebSocket(h.sc, w, r)
 			return
 		}
-		if r.URL.Path == "/" {
+		if r.URL.Path == "/" && (h.srv.opts.Page == nil || !wantsHTML(r)) {
 			// The list of methods: a call of IntrospectionMethod.
 			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], IntrospectionMethod, emptyJSON)
+			return
+		}
+		if h.srv.opts.Page != nil {
+			h.srv.opts.Page.ServeHTTP(w, r)
 			return
 		}
 		w.Header()["Allow"] = hdrAllowPost
@@ -244,7 +251,7 @@ func (s *Server) lookupPath(path string) (*handler, string) {
 func (s *Server) serveWebSocket(sc *serverConn, w http.ResponseWriter, r *http.Request) {
 	opts := s.opts.WebSocket
 	if opts == nil {
-		opts = &transport.WebSocketOptions{CheckOrigin: transport.SameHostOrigin}
+		opts = defaultWebSocketOptions
 	}
 	conn, err := transport.UpgradeWebSocket(w, r, opts)
 	if err != nil {

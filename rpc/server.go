@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,15 @@ type ServerOptions struct {
 	// and interceptors as warren calls. With NoHTTP it is answered with
 	// HTTP 400 and closed.
 	NoHTTP bool
+	// Auth, if set, requires a token from every peer without kernel
+	// credentials (tcp, tls, ws): on each call, HTTP request and WebSocket
+	// upgrade. See TokenAuth.
+	Auth *TokenAuth
+	// Page, if set, serves the HTTP bridge's GET and HEAD requests other
+	// than the method list and WebSocket upgrades: "GET /" from a browser
+	// (Accept: text/html) and every other path. "GET /" asking for anything
+	// else still answers the method list as JSON.
+	Page http.Handler
 }
 
 func limit(v, def int) int {
@@ -176,6 +186,7 @@ func NewServer(opts *ServerOptions) *Server {
 	if s.opts.CallBurst <= 0 {
 		s.opts.CallBurst = max(1, int(min(s.opts.CallRate/10, 1<<30)))
 	}
+	applyAuth(&s.opts)
 	s.logger = s.opts.Logger
 	if s.logger == nil {
 		s.logger = slog.Default()

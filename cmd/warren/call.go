@@ -78,7 +78,7 @@ func dial(arg string, tf *tlsFlags) (*rpc.Client, error) {
 	if cfg, err = tf.clientTLS(addr, cfg); err != nil {
 		return nil, err
 	}
-	c, err := rpc.Dial(addr, &rpc.ClientOptions{Dial: cfg})
+	c, err := rpc.Dial(addr, clientOptions(&rpc.ClientOptions{Dial: cfg}))
 	if err != nil {
 		return nil, explain(arg, err)
 	}
@@ -99,6 +99,7 @@ func cmdCall(e *env, args []string) error {
 	fset := newFlagSet("call")
 	var tf tlsFlags
 	tf.add(fset, false)
+	tokenFlag(fset)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
 	if err != nil {
@@ -278,6 +279,7 @@ func cmdList(e *env, args []string) error {
 	fset := newFlagSet("list")
 	var tf tlsFlags
 	tf.add(fset, false)
+	tokenFlag(fset)
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
@@ -369,6 +371,7 @@ func cmdPing(e *env, args []string) error {
 	fset := newFlagSet("ping")
 	var tf tlsFlags
 	tf.add(fset, false)
+	tokenFlag(fset)
 	n := fset.Int("n", 10, "number of pings")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
 	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)

@@ -1,16 +1,17 @@
 // Command warren serves and calls warren services.
 //
-//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...
+//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]
 //	warren serve --addr tls://HOST:PORT --cert F --key F [--client-ca F [--allow-san NAME]... [--allow-cn NAME]...]
-//	warren call [--ca F] [--cert F --key F] [--server-name NAME] ADDR METHOD [JSON]
-//	warren list [--json] ADDR
-//	warren ping [-n N] ADDR
+//	warren call [--token T] [--ca F] [--cert F --key F] [--server-name NAME] ADDR METHOD [JSON]
+//	warren list [--token T] [--json] ADDR
+//	warren ping [--token T] [-n N] ADDR
 //	warren certs [--host NAME]... DIR
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
 //
 // serve runs the counter service (package counter) over warren RPC and HTTP
-// on one address; call, list and ping talk to any warren server; demo starts
+// on one address, with a live page for browsers at GET / (on a network
+// address, behind a token it prints in the page's URL); call, list and ping talk to any warren server; demo starts
 // the counter service on a private socket, drives it over RPC, a Watch
 // stream and HTTP and reports; bench runs the comparison benchmarks of the
 // bench module.

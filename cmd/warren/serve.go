@@ -21,7 +21,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]...\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -32,7 +32,14 @@ serve prints "listening on ADDR" once it accepts connections. Without
 'list' and 'ping' accept as "default": $XDG_RUNTIME_DIR/warren/warren.sock,
 or warren-UID/warren.sock in the temporary directory (created with mode 0700).
 
-Only processes of the user running serve may call it; --allow-uid and
+On a network address (tcp://), every call, HTTP request and WebSocket
+upgrade must carry a token: a random one unless --token sets it. serve
+prints the page's URL with the token (http://127.0.0.1:PORT/?token=...);
+'warren call --token' or WARREN_TOKEN pass it. --no-auth, on a loopback
+address only, turns the token off. Browsers get a live page of the counters
+at GET / on every address (other clients get the method list as JSON).
+
+On a unix socket, only processes of the user running serve may call it; --allow-uid and
 --allow-gid (repeatable, or comma-separated) let others in as well, and
 --mode must then let them open the socket file. A refused client gets a
 permission-denied error naming the reason.
@@ -52,6 +59,7 @@ serve exits 0. A second signal stops at once.`,
 	examples: `  warren serve
   warren serve --addr unix:///run/counter/counter.sock --mode 0660 --allow-gid 100
   warren serve --addr tcp://127.0.0.1:7000
+  warren serve --addr tcp://127.0.0.1:7000 --token "$(cat token-file)"
   warren serve --addr tls://0.0.0.0:7443 --cert server.pem --key server-key.pem --client-ca ca.pem --allow-cn client
   warren serve --addr ws://127.0.0.1:8080/warren`,
 }
@@ -106,6 +114,8 @@ func cmdServe(e *env, args []string) error {
 	var tf tlsFlags
 	tf.add(fset, true)
 	grace := fset.Duration("grace", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
+	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
+	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
@@ -148,8 +158,25 @@ func cmdServe(e *env, args []string) error {
 		}
 		policy = peer.AnyOf(pols...)
 		policyText = "callers allowed: " + strings.Join(words, ", or ")
-	case transport.SchemeTCP, transport.SchemeWS:
-		policyText = fmt.Sprintf("WARNING: %s has no authentication: anyone who can reach the port can call; prefer a unix socket, or tls:// with --client-ca", a.Scheme)
+	default:
+		switch {
+		case *noAuth:
+			policyText = "no token required (--no-auth)"
+		case tf.clientCA != "" && *token == "":
+			// Mutual TLS authenticates every caller; a token would add nothing.
+		default:
+			if policyText != "" {
+				policyText += "; "
+			}
+			policyText += "callers must send the token in the URL below (warren call --token, or WARREN_TOKEN)"
+		}
+	}
+
+	var auth *rpc.TokenAuth
+	if tf.clientCA == "" || *token != "" || *noAuth {
+		if auth, err = serveAuth(e.stderr, a, *token, *noAuth); err != nil {
+			return err
+		}
 	}
 
 	// The server's rpc policy, not the listener's, decides who may call:
@@ -160,7 +187,7 @@ func cmdServe(e *env, args []string) error {
 		return listenError(a, err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}})
 	store := counter.New()
 	store.Register(srv)
 
@@ -182,9 +209,16 @@ func cmdServe(e *env, args []string) error {
 	if *addrFlag == defaultKeyword {
 		shown = defaultKeyword
 	}
-	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s%s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", tf.clientHint(), shown)
+	hint := tf.clientHint()
+	if auth != nil {
+		hint = "--token " + auth.Token + " " + hint
+	}
+	fmt.Fprintf(e.stderr, "warren serve: try  warren call %s%s Counter.Set '{\"name\":\"a\",\"value\":1}'\n", hint, shown)
 	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
 		fmt.Fprintf(e.stderr, "warren serve: or   curl --unix-socket %s http://warren/Counter.Inc -H 'Content-Type: application/json' -d '{\"name\":\"a\"}'\n", a.Address)
+	}
+	if a.Scheme != transport.SchemeUnix {
+		fmt.Fprintf(e.stdout, "open %s\n", pageURL(a, l.Addr(), auth))
 	}
 	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")
 

@@ -1,0 +1,127 @@
+// Calls per second from Node to the Go test server over one unix socket:
+// 1 KiB echo, 16 concurrent calls. warren's client (one connection,
+// multiplexed) against @connectrpc/connect-node calling the same server's
+// Connect HTTP endpoint on the same socket (HTTP/1.1: one connection per
+// call in flight, kept alive). Same process, same run, interleaved rounds.
+//
+//   npm run bench [-- --seconds 3 --rounds 3 --concurrency 16 --size 1024]
+import * as http from "node:http";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { create, createFileRegistry } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, StringValueSchema, file_google_protobuf_wrappers } from "@bufbuild/protobuf/wkt";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { connect, raw } from "../dist/node.js";
+import { startServer, tempDir } from "../test/helpers.mjs";
+
+const { values: o } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "3" },
+    concurrency: { type: "string", default: "16" },
+    size: { type: "string", default: "1024" },
+    json: { type: "boolean", default: false },
+  },
+});
+const seconds = Number(o.seconds);
+const conc = Number(o.concurrency);
+const size = Number(o.size);
+
+// A service Test with Echo(StringValue) returns (StringValue), for Connect:
+// the JSON form of a StringValue is a bare string, which Test.Echo returns as is.
+const reg = createFileRegistry(
+  create(FileDescriptorProtoSchema, {
+    name: "bench.proto",
+    syntax: "proto3",
+    dependency: ["google/protobuf/wrappers.proto"],
+    service: [{ name: "Test", method: [{ name: "Echo", inputType: ".google.protobuf.StringValue", outputType: ".google.protobuf.StringValue" }] }],
+  }),
+  (name) => (name === "google/protobuf/wrappers.proto" ? file_google_protobuf_wrappers : undefined),
+);
+const TestService = reg.getService("Test");
+
+async function run(name, call) {
+  // Warm up, then count completed calls for the duration.
+  const warm = Date.now() + 300;
+  await Promise.all(Array.from({ length: conc }, async () => {
+    while (Date.now() < warm) await call();
+  }));
+  let n = 0;
+  const lat = [];
+  const end = performance.now() + seconds * 1000;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: conc }, async () => {
+    while (performance.now() < end) {
+      const s = performance.now();
+      await call();
+      if ((n & 15) === 0) lat.push(performance.now() - s);
+      n++;
+    }
+  }));
+  const dt = (performance.now() - t0) / 1000;
+  lat.sort((a, b) => a - b);
+  return { name, calls: n, rate: n / dt, p50ms: lat[Math.floor(lat.length / 2)], p99ms: lat[Math.floor(lat.length * 0.99)] };
+}
+
+const dir = tempDir();
+const srv = await startServer(`unix://${join(dir, "bench.sock")}`);
+const sockPath = srv.addr.replace(/^unix:\/\//, "");
+const text = "x".repeat(size);
+const bytes = new Uint8Array(size).fill(120);
+
+const client = await connect(srv.addr);
+const agent = new http.Agent({ keepAlive: true, maxSockets: conc });
+const transport = createConnectTransport({ baseUrl: "http://warren", httpVersion: "1.1", useBinaryFormat: false, nodeOptions: { socketPath: sockPath, agent } });
+const connectClient = createClient(TestService, transport);
+
+// Sanity: every contender echoes the payload.
+if ((await client.call("Test.Echo", text)) !== text) throw new Error("warren Test.Echo");
+if ((await client.call("Test.EchoRaw", bytes, { codec: raw })).length !== size) throw new Error("warren Test.EchoRaw");
+if ((await connectClient.echo({ value: text })).value !== text) throw new Error("connect Test.Echo");
+
+// The floor under any HTTP/1.1 client: node:http itself, no Connect library.
+const jsonBody = JSON.stringify(text);
+function plainHTTP() {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { socketPath: sockPath, path: "/Test.Echo", method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(jsonBody) } },
+      (res) => {
+        const parts = [];
+        res.on("data", (d) => parts.push(d));
+        res.on("end", () => (JSON.parse(Buffer.concat(parts).toString()) === text ? resolve() : reject(new Error("bad echo"))));
+      },
+    );
+    req.on("error", reject);
+    req.end(jsonBody);
+  });
+}
+
+const cases = [
+  ["warren JSON Test.Echo", () => client.call("Test.Echo", text)],
+  ["warren raw Test.EchoRaw", () => client.call("Test.EchoRaw", bytes, { codec: raw })],
+  ["connect-node JSON Test.Echo (HTTP/1.1)", () => connectClient.echo({ value: text })],
+  ["node:http JSON POST /Test.Echo (reference)", plainHTTP],
+];
+const results = new Map(cases.map(([n]) => [n, []]));
+for (let r = 0; r < Number(o.rounds); r++) {
+  for (const [name, call] of cases) results.get(name).push(await run(name, call));
+}
+await client.close();
+agent.destroy();
+await srv.kill();
+
+const best = (name) => results.get(name).reduce((a, b) => (b.rate > a.rate ? b : a));
+const median = (name) => {
+  const rs = results.get(name).map((r) => r.rate).sort((a, b) => a - b);
+  return rs[Math.floor(rs.length / 2)];
+};
+const summary = cases.map(([name]) => ({ name, median_calls_per_s: Math.round(median(name)), p50_ms: +best(name).p50ms.toFixed(3), p99_ms: +best(name).p99ms.toFixed(3) }));
+const ratio = median("warren JSON Test.Echo") / median("connect-node JSON Test.Echo (HTTP/1.1)");
+const out = { node: process.version, size, concurrency: conc, seconds, rounds: Number(o.rounds), results: summary, warren_json_over_connect: +ratio.toFixed(2) };
+if (o.json) console.log(JSON.stringify(out, null, 2));
+else {
+  console.log(`Node ${process.version}, unix socket, ${size} B echo, ${conc} concurrent calls, median of ${o.rounds} rounds of ${seconds} s`);
+  for (const r of summary) console.log(`  ${r.name.padEnd(42)} ${String(r.median_calls_per_s).padStart(8)} calls/s   p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms`);
+  console.log(`  warren JSON / connect-node JSON: ${ratio.toFixed(2)}x`);
+}

@@ -1,0 +1,366 @@
+// The client API: connect, Client.call, Client.stream, client and
+// bidirectional streams, codecs. Shared by the Node and browser builds;
+// each supplies the dialer (node.ts, browser.ts).
+
+import { parseJSON, stringifyJSON } from "./json.js";
+import { Session, type SessionOptions, type Stream, type Transport } from "./session.js";
+import { StatusError } from "./status.js";
+import { EMPTY, fromUtf8, utf8, type Metadata } from "./wire.js";
+
+/**
+ * A Codec encodes the messages of a call: codec id 0 (raw bytes), 1 (JSON)
+ * or 2 (Protocol Buffers) on the wire.
+ */
+export interface Codec<I = unknown, O = unknown> {
+  readonly id: number;
+  readonly name: string;
+  encode(msg: I): Uint8Array;
+  decode(b: Uint8Array): O;
+}
+
+/**
+ * JSON, the default codec. Integers beyond 2^53 in replies come back as
+ * bigint, and bigint values in requests are sent as JSON integers: int64
+ * and uint64 fields keep every digit.
+ */
+export const json: Codec<unknown, unknown> = {
+  id: 1,
+  name: "json",
+  encode: (msg) => utf8(stringifyJSON(msg)),
+  decode: (b) => (b.length === 0 ? undefined : parseJSON(fromUtf8(b))),
+};
+
+/** Raw bytes, unchanged: the codec of Uint8Array requests. */
+export const raw: Codec<Uint8Array, Uint8Array> = {
+  id: 0,
+  name: "raw",
+  encode: (msg) => {
+    if (!(msg instanceof Uint8Array)) throw new TypeError("the raw codec sends Uint8Array messages");
+    return msg;
+  },
+  decode: (b) => b,
+};
+
+/** Call metadata: a record (a key may have several values) or a list of pairs. */
+export type MetadataInit = Record<string, string | string[]> | [string, string][];
+
+export interface CallOptions<I = unknown, O = unknown> {
+  /** Aborting it cancels the call (CANCEL is sent; the connection stays up). */
+  signal?: AbortSignal;
+  /** Deadline, in milliseconds from now; the server is told it too. */
+  timeoutMs?: number;
+  /** Request metadata. */
+  metadata?: MetadataInit;
+  /** The codec: JSON by default, raw for a Uint8Array request. */
+  codec?: Codec<I, O>;
+  /** Called with the reply metadata (the server's HEADERS). */
+  onHeader?: (md: Metadata) => void;
+  /** Called with the trailing metadata when the call ends (also on error). */
+  onTrailer?: (md: Metadata) => void;
+}
+
+export interface ConnectOptions extends SessionOptions {
+  /**
+   * A token for servers that require one (warren serve on a network
+   * address): sent as "authorization: Bearer TOKEN" metadata on every call
+   * and, over WebSocket, as the subprotocol "warren.bearer.TOKEN".
+   */
+  token?: string;
+  /** Metadata sent on every call, before each call's own. */
+  metadata?: MetadataInit;
+  /** Aborts connecting. */
+  signal?: AbortSignal;
+  /** Node only: options for tls:// and wss:// (ca, cert, key, servername, rejectUnauthorized...). */
+  tls?: Record<string, unknown>;
+}
+
+/** Opens a transport to an address. */
+export type Dialer = (addr: string, opts: ConnectOptions) => Promise<Transport>;
+
+function toPairs(md: MetadataInit | undefined): Metadata {
+  if (!md) return [];
+  if (Array.isArray(md)) return md;
+  const out: Metadata = [];
+  for (const [k, v] of Object.entries(md)) {
+    if (Array.isArray(v)) for (const x of v) out.push([k, x]);
+    else out.push([k, v]);
+  }
+  return out;
+}
+
+function pickCodec<I, O>(req: unknown, c: Codec<I, O> | undefined): Codec<I, O> {
+  if (c) return c;
+  return (req instanceof Uint8Array ? raw : json) as unknown as Codec<I, O>;
+}
+
+/** Dials addr and returns a Client once the server's preface arrived. */
+export async function connectWith(dial: Dialer, addr: string, opts: ConnectOptions = {}): Promise<Client> {
+  if (opts.signal?.aborted) throw abortError(opts.signal);
+  const t = await dial(addr, opts);
+  const s = new Session(t, opts);
+  const onAbort = () => s.fail(abortError(opts.signal!));
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    await s.ready;
+  } finally {
+    opts.signal?.removeEventListener("abort", onAbort);
+  }
+  return new Client(s, opts);
+}
+
+function abortError(signal: AbortSignal): StatusError {
+  const r = signal.reason;
+  if (r instanceof StatusError) return r;
+  if (r && typeof r === "object" && (r as Error).name === "TimeoutError") {
+    return new StatusError("deadline_exceeded", (r as Error).message, [], [], { cause: r });
+  }
+  return new StatusError("canceled", r instanceof Error ? r.message : r !== undefined ? String(r) : "canceled", [], [], { cause: r });
+}
+
+/**
+ * A Client is one connection to a warren server. Any number of calls may
+ * run on it at once; they share the connection's flow control.
+ */
+export class Client {
+  private readonly base: Metadata;
+
+  /** @internal */
+  constructor(
+    /** @internal */ readonly session: Session,
+    opts: ConnectOptions,
+  ) {
+    this.base = toPairs(opts.metadata);
+    if (opts.token) this.base.push(["authorization", `Bearer ${opts.token}`]);
+  }
+
+  /** Resolves when the connection has ended. */
+  get closed(): Promise<void> {
+    return this.session.closed;
+  }
+
+  /** The server's settings (its limits), from its preface. */
+  get serverSettings() {
+    return { ...this.session.remote };
+  }
+
+  /**
+   * Calls a unary method and returns its reply. The request is JSON by
+   * default (raw bytes for a Uint8Array). A failed call throws a
+   * StatusError.
+   */
+  async call<I = unknown, O = any>(method: string, req: I, opts: CallOptions<I, O> = {}): Promise<O> {
+    const codec = pickCodec(req, opts.codec);
+    const c = new Call<I, O>(this, method, opts, codec, codec.encode(req));
+    await c.opened;
+    const reply = await c.next();
+    const extra = await c.next();
+    if (extra !== END) {
+      c.cancel(new StatusError("internal", `${method} is not a unary method: the server sent more than one reply`));
+      await c.next();
+    }
+    if (reply === END) return codec.decode(EMPTY);
+    return reply;
+  }
+
+  /**
+   * Calls a server-streaming method: the replies, as an async iterable.
+   * Leaving the loop early cancels the call.
+   */
+  stream<I = unknown, O = any>(method: string, req: I, opts: CallOptions<I, O> = {}): ServerStream<O> {
+    const codec = pickCodec(req, opts.codec);
+    return new Call<I, O>(this, method, opts, codec, codec.encode(req));
+  }
+
+  /** Opens a client-streaming call: send messages, then closeAndReceive. */
+  clientStream<I = unknown, O = any>(method: string, opts: CallOptions<I, O> = {}): ClientStream<I, O> {
+    return new Call<I, O>(this, method, opts, opts.codec ?? (json as Codec<I, O>));
+  }
+
+  /** Opens a bidirectional stream: send and iterate at once. */
+  bidiStream<I = unknown, O = any>(method: string, opts: CallOptions<I, O> = {}): BidiStream<I, O> {
+    return new Call<I, O>(this, method, opts, opts.codec ?? (json as Codec<I, O>));
+  }
+
+  /** Measures a round trip with a PING; resolves with milliseconds. */
+  ping(opts: { signal?: AbortSignal } = {}): Promise<number> {
+    return this.session.ping(opts.signal);
+  }
+
+  /** Closes the connection; calls still open fail with canceled. */
+  async close(): Promise<void> {
+    this.session.close();
+    await this.session.closed;
+  }
+
+  /** @internal */
+  metadata(md: MetadataInit | undefined): Metadata | undefined {
+    const own = toPairs(md);
+    if (this.base.length === 0) return own.length ? own : undefined;
+    return own.length ? [...this.base, ...own] : this.base;
+  }
+}
+
+/** The end of the server's messages. */
+const END: unique symbol = Symbol("end");
+
+/** The replies of a server-streaming call. */
+export interface ServerStream<O> extends AsyncIterable<O> {
+  /** The reply metadata, once it arrived. */
+  readonly header: Metadata | null;
+  /** The trailing metadata, once the call ended. */
+  readonly trailer: Metadata | null;
+  /** Cancels the call. */
+  cancel(reason?: unknown): void;
+}
+
+/** A client-streaming call. */
+export interface ClientStream<I, O> {
+  /** Sends a message; resolves once it is on its way (flow control permitting). */
+  send(msg: I): Promise<void>;
+  /** Ends the requests and returns the reply. */
+  closeAndReceive(): Promise<O>;
+  cancel(reason?: unknown): void;
+  readonly header: Metadata | null;
+  readonly trailer: Metadata | null;
+}
+
+/** A bidirectional-streaming call. */
+export interface BidiStream<I, O> extends AsyncIterable<O> {
+  send(msg: I): Promise<void>;
+  /** Ends the requests (half-close); replies keep coming. */
+  closeSend(): Promise<void>;
+  /** The next reply, or undefined at the end. */
+  receive(): Promise<O | undefined>;
+  cancel(reason?: unknown): void;
+  readonly header: Metadata | null;
+  readonly trailer: Metadata | null;
+}
+
+/** One call of any kind. */
+class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O> {
+  readonly opened: Promise<Stream>;
+  private stream: Stream | null = null;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private onAbort: (() => void) | undefined;
+  private early: StatusError | null = null;
+  private headerSeen = false;
+  private finished = false;
+
+  constructor(
+    client: Client,
+    readonly method: string,
+    private readonly opts: CallOptions<I, O>,
+    private readonly codec: Codec<I, O>,
+    first?: Uint8Array,
+  ) {
+    const signal = opts.signal;
+    if (signal?.aborted) {
+      this.opened = Promise.reject(abortError(signal));
+    } else {
+      this.opened = client.session.open(method, codec.id, opts.timeoutMs, client.metadata(opts.metadata), first).then((s) => {
+        this.stream = s;
+        if (this.early) s.cancel(this.early);
+        return s;
+      });
+      if (opts.timeoutMs !== undefined && opts.timeoutMs > 0) {
+        this.timer = setTimeout(() => this.cancel(new StatusError("deadline_exceeded", `${method}: deadline of ${opts.timeoutMs} ms exceeded`)), opts.timeoutMs);
+      }
+      if (signal) {
+        this.onAbort = () => this.cancel(abortError(signal));
+        signal.addEventListener("abort", this.onAbort, { once: true });
+      }
+    }
+    this.opened.catch(() => this.cleanup());
+  }
+
+  get header(): Metadata | null {
+    return this.stream?.header ?? null;
+  }
+
+  get trailer(): Metadata | null {
+    return this.stream?.trailer ?? null;
+  }
+
+  cancel(reason?: unknown): void {
+    const err =
+      reason instanceof StatusError
+        ? reason
+        : new StatusError("canceled", reason instanceof Error ? reason.message : reason !== undefined ? String(reason) : `${this.method}: canceled`, [], [], { cause: reason });
+    if (this.stream) this.stream.cancel(err);
+    else this.early ??= err;
+    this.cleanup(); // the deadline timer and the abort listener
+  }
+
+  private cleanup(): void {
+    clearTimeout(this.timer);
+    if (this.onAbort) this.opts.signal?.removeEventListener("abort", this.onAbort);
+    this.onAbort = undefined;
+  }
+
+  async send(msg: I): Promise<void> {
+    const s = await this.opened;
+    await s.send(this.codec.encode(msg), false);
+  }
+
+  async closeSend(): Promise<void> {
+    const s = await this.opened;
+    s.closeSend();
+  }
+
+  /** The next reply, or undefined at the end; throws the call's error. */
+  async receive(): Promise<O | undefined> {
+    const m = await this.next();
+    return m === END ? undefined : m;
+  }
+
+  /** The next message (decoded), END at the end; throws the call's error. */
+  async next(): Promise<O | typeof END> {
+    const s = await this.opened;
+    for (;;) {
+      if (!this.headerSeen && s.header !== null) {
+        this.headerSeen = true;
+        this.opts.onHeader?.(s.header);
+      }
+      const m = s.take();
+      if (m !== null) return this.codec.decode(m);
+      if (s.result !== undefined) {
+        this.finish(s);
+        if (s.result) throw s.result;
+        return END;
+      }
+      await s.wait();
+    }
+  }
+
+  private finish(s: Stream): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.cleanup();
+    this.opts.onTrailer?.(s.trailer ?? []);
+  }
+
+  async closeAndReceive(): Promise<O> {
+    await this.closeSend();
+    const reply = await this.next();
+    const extra = await this.next();
+    if (extra !== END) throw new StatusError("internal", `${this.method}: the server sent more than one reply`);
+    return reply === END ? this.codec.decode(EMPTY) : reply;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<O> {
+    let done = false;
+    try {
+      for (;;) {
+        const m = await this.next();
+        if (m === END) {
+          done = true;
+          return;
+        }
+        yield m;
+      }
+    } finally {
+      if (!done) this.cancel(new StatusError("canceled", `${this.method}: the caller stopped reading`));
+    }
+  }
+}
+

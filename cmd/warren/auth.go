@@ -1,0 +1,92 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/transport"
+)
+
+// The token of network servers: warren serve's --token and --no-auth, and
+// the --token flag (or WARREN_TOKEN) of call, list and ping.
+
+// clientToken is the token call, list and ping send; set by --token, else
+// read from WARREN_TOKEN when dialing.
+var clientToken string
+
+// tokenFlag adds --token to a client command's flags.
+func tokenFlag(fs *flag.FlagSet) {
+	fs.StringVar(&clientToken, "token", "", "token for a server that requires one (default $WARREN_TOKEN)")
+}
+
+// clientOptions adds the token, if any, to a client's options.
+func clientOptions(o *rpc.ClientOptions) *rpc.ClientOptions {
+	t := clientToken
+	if t == "" {
+		t = os.Getenv("WARREN_TOKEN")
+	}
+	if t != "" {
+		u, s := rpc.TokenInterceptors(t)
+		o.Interceptors = append(o.Interceptors, u)
+		o.StreamInterceptors = append(o.StreamInterceptors, s)
+	}
+	return o
+}
+
+// serveAuth decides the token policy of a server on a, and says what it
+// decided on w. Network addresses require a token: token, or a random one;
+// noAuth turns that off, on loopback addresses only.
+func serveAuth(w io.Writer, a transport.Addr, token string, noAuth bool) (*rpc.TokenAuth, error) {
+	if a.Scheme == transport.SchemeUnix {
+		if token != "" {
+			// Asked for: unix peers must show it too.
+			return &rpc.TokenAuth{Token: token, Unix: true}, nil
+		}
+		if noAuth {
+			return nil, &usageError{cmd: "serve", msg: "--no-auth is for network addresses: a unix socket's callers are checked by their credentials (see --allow-uid)"}
+		}
+		return nil, nil
+	}
+	if noAuth {
+		if token != "" {
+			return nil, &usageError{cmd: "serve", msg: "--token and --no-auth exclude each other"}
+		}
+		host, _, err := net.SplitHostPort(a.Address)
+		ip := net.ParseIP(host)
+		if err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return nil, &usageError{cmd: "serve", msg: fmt.Sprintf("--no-auth is allowed on loopback addresses only (127.0.0.1, ::1, localhost), not %s", a.Address)}
+		}
+		fmt.Fprintln(w, "warren serve: WARNING: --no-auth: every local user and process, and every page a browser on this machine opens that passes the origin check, can call this server")
+		return nil, nil
+	}
+	if token == "" {
+		token = rpc.NewToken()
+	}
+	return &rpc.TokenAuth{Token: token}, nil
+}
+
+// pageURL is the address to open in a browser: the listener's, with
+// 127.0.0.1 for an unspecified host, https for tls and wss, and the token
+// if there is one.
+func pageURL(a transport.Addr, l net.Addr, auth *rpc.TokenAuth) string {
+	host, port, err := net.SplitHostPort(l.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	scheme := "http://"
+	if a.Scheme == transport.SchemeTLS || a.Scheme == transport.SchemeWSS {
+		scheme = "https://"
+	}
+	u := scheme + net.JoinHostPort(host, port) + "/"
+	if auth != nil {
+		u += "?token=" + auth.Token
+	}
+	return u
+}

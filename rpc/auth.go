@@ -1,0 +1,229 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
+)
+
+// TokenAuth is an authentication policy for servers reachable over a
+// network, where peers have no kernel credentials: every call, HTTP request
+// and WebSocket upgrade must carry a secret token. Set it in
+// ServerOptions.Auth.
+//
+// The token travels, in order of preference:
+//
+//   - as call metadata "authorization: Bearer TOKEN", on every warren call
+//     (any transport, including WebSocket);
+//   - in HTTP requests (Connect calls, the page, WebSocket upgrades), as the
+//     header "Authorization: Bearer TOKEN", as the cookie TokenCookie(host)
+//     that a browser keeps, in the query parameter "token" (a GET that asks
+//     for HTML and carries a valid token gets the cookie and is redirected
+//     to the same URL without it), or, for a WebSocket upgrade, as the
+//     subprotocol TokenProtocolPrefix+TOKEN (browsers cannot set headers on
+//     a WebSocket; the server then selects the subprotocol "warren").
+//
+// Calls that arrive over an HTTP request that carried the token are
+// authenticated by it. Peers of unix sockets (those with kernel
+// credentials) are exempt unless Unix is set: the socket file's
+// permissions and ServerOptions.Policy decide who they are.
+type TokenAuth struct {
+	// Token is the secret. NewToken makes a good one.
+	Token string
+	// Unix requires the token from unix-socket peers too.
+	Unix bool
+}
+
+// TokenProtocolPrefix starts the WebSocket subprotocol that carries a
+// token: "warren.bearer.TOKEN".
+const TokenProtocolPrefix = "warren.bearer."
+
+// TokenCookie is the name of the cookie that keeps the token in a browser
+// for a server reached at host ("127.0.0.1:7000"): cookies are shared by
+// every port of a host, so the port is part of the name.
+func TokenCookie(host string) string {
+	_, port, err := net.SplitHostPort(host)
+	if err != nil {
+		port = ""
+	}
+	return "warren-token-" + port
+}
+
+// NewToken returns a random token of 256 bits, base64url-encoded.
+func NewToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// BearerMetadata is the call metadata that carries token.
+func BearerMetadata(token string) Metadata {
+	return Metadata{"authorization": {"Bearer " + token}}
+}
+
+// TokenInterceptors returns client interceptors that send token as call
+// metadata on every call, for ClientOptions.Interceptors and
+// StreamInterceptors.
+func TokenInterceptors(token string) (UnaryClientInterceptor, StreamClientInterceptor) {
+	md := WithMetadata(BearerMetadata(token))
+	return func(ctx context.Context, method string, req, resp any, next UnaryInvoker, opts ...CallOption) error {
+			return next(ctx, method, req, resp, append(opts, md)...)
+		}, func(ctx context.Context, method string, opts []CallOption, open func(ctx context.Context, opts ...CallOption) error) error {
+			return open(ctx, append(opts, md)...)
+		}
+}
+
+// authedKey marks the context of a call that arrived over an
+// authenticated HTTP request.
+type authedKey struct{}
+
+func (a *TokenAuth) match(v string) bool {
+	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(a.Token)) == 1
+}
+
+// bearer reports whether an "authorization" value is "Bearer TOKEN".
+func (a *TokenAuth) bearer(v string) bool {
+	const p = "bearer "
+	return len(v) > len(p) && strings.EqualFold(v[:len(p)], p) && a.match(strings.TrimSpace(v[len(p):]))
+}
+
+func (a *TokenAuth) exempt(p *peer.Peer) bool {
+	return !a.Unix && p != nil && p.HasCred
+}
+
+var errNoToken = status.New(status.Unauthenticated,
+	`this server requires a token: send call metadata "authorization: Bearer TOKEN" (warren call --token, or WARREN_TOKEN), or open the URL that warren serve printed`)
+
+// allowCall is the per-call check, run by the interceptors below.
+func (a *TokenAuth) allowCall(ctx context.Context) error {
+	// A call of an HTTP request that carried the token: the request's
+	// context is the call's parent.
+	if c, _ := ctx.Value(callKey{}).(*serverCall); c != nil && c.parent != nil && c.parent.Value(authedKey{}) != nil {
+		return nil
+	}
+	if p, ok := peer.FromContext(ctx); ok && a.exempt(p) {
+		return nil
+	}
+	for _, v := range IncomingMetadata(ctx)["authorization"] {
+		if a.bearer(v) {
+			return nil
+		}
+	}
+	return errNoToken
+}
+
+func (a *TokenAuth) unary(ctx context.Context, req any, info *CallInfo, next UnaryHandler) (any, error) {
+	if err := a.allowCall(ctx); err != nil {
+		return nil, err
+	}
+	return next(ctx, req)
+}
+
+func (a *TokenAuth) stream(ctx context.Context, info *CallInfo, next func(ctx context.Context) error) error {
+	if err := a.allowCall(ctx); err != nil {
+		return err
+	}
+	return next(ctx)
+}
+
+// applyAuth installs the token check as the outermost interceptors, and
+// lets WebSocket clients that offer subprotocols (browsers passing the
+// token) be answered with "warren".
+func applyAuth(o *ServerOptions) {
+	a := o.Auth
+	if a == nil {
+		return
+	}
+	if a.Token == "" {
+		panic("warren: ServerOptions.Auth with an empty Token")
+	}
+	o.Interceptors = append([]UnaryServerInterceptor{a.unary}, o.Interceptors...)
+	o.StreamInterceptors = append([]StreamServerInterceptor{a.stream}, o.StreamInterceptors...)
+}
+
+// defaultWebSocketOptions are the WebSocket options of the HTTP bridge when
+// ServerOptions.WebSocket is nil.
+var defaultWebSocketOptions = &transport.WebSocketOptions{CheckOrigin: transport.SameHostOrigin, Subprotocols: []string{"warren"}}
+
+// authorizeHTTP checks an HTTP request against s's TokenAuth. It returns
+// the request to serve (marked authenticated), or nil after answering it:
+// 401 without a valid token, or a redirect that moves a token from the URL
+// into a cookie.
+func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.Peer) *http.Request {
+	a := s.opts.Auth
+	if a == nil || a.exempt(p) {
+		return r
+	}
+	ok := false
+	for _, v := range r.Header.Values("Authorization") {
+		ok = ok || a.bearer(v)
+	}
+	if c, err := r.Cookie(TokenCookie(r.Host)); err == nil {
+		ok = ok || a.match(c.Value)
+	}
+	if transport.IsWebSocketUpgrade(r) {
+		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+			for t := range strings.SplitSeq(v, ",") {
+				if t, found := strings.CutPrefix(strings.TrimSpace(t), TokenProtocolPrefix); found {
+					ok = ok || a.match(t)
+				}
+			}
+		}
+	}
+	q := r.URL.Query()
+	if t := q.Get("token"); t != "" && a.match(t) {
+		ok = true
+		if r.Method == http.MethodGet && !transport.IsWebSocketUpgrade(r) && wantsHTML(r) {
+			// Keep it in a cookie and take it out of the address bar and
+			// the history.
+			http.SetCookie(w, &http.Cookie{Name: TokenCookie(r.Host), Value: a.Token, Path: "/", SameSite: http.SameSiteStrictMode})
+			q.Del("token")
+			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+			w.Header().Set("Cache-Control", "no-store")
+			http.Redirect(w, r, u.String(), http.StatusSeeOther)
+			return nil
+		}
+	}
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
+		if r.Method == http.MethodGet && wantsHTML(r) && !transport.IsWebSocketUpgrade(r) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, unauthorizedPage)
+			return nil
+		}
+		writeUnaryError(w, 0, errNoToken, nil, nil)
+		return nil
+	}
+	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))
+}
+
+// wantsHTML reports whether a request asks for a page (a browser's
+// navigation) rather than data.
+func wantsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/html") {
+			return true
+		}
+	}
+	return false
+}
+
+// unauthorizedPage answers a browser that came without the token.
+const unauthorizedPage = `<!doctype html><html lang="en"><meta charset="utf-8"><title>warren: token required</title>
+<style>body{background:#0f1419;color:#e6edf3;font:16px/1.5 system-ui,sans-serif;display:grid;place-items:center;height:100vh;margin:0}
+main{max-width:34em;padding:2em;border:1px solid #2a3440;border-radius:14px;background:#171d24}code{color:#4fc3a1}</style>
+<main><h1>Token required</h1><p>This warren server accepts only callers that know its token.
+Open the URL that <code>warren serve</code> printed (<code>http://HOST:PORT/?token=...</code>).</p></main></html>
+`

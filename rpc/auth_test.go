@@ -1,0 +1,211 @@
+package rpc_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
+)
+
+const testToken = "s3cret-token-for-tests-only-0123456789"
+
+// startAuth serves the counter service with TokenAuth on addr (tcp or
+// unix) until the test ends, and returns the bound address.
+func startAuth(t *testing.T, addr string, auth *rpc.TokenAuth, page http.Handler) string {
+	t.Helper()
+	var b strings.Builder
+	srv := rpc.NewServer(&rpc.ServerOptions{Auth: auth, Page: page, Logger: quietLogger(&b)})
+	counter.New().Register(srv)
+	l, err := transport.Listen(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, rpc.ErrServerClosed) {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	if strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	return "tcp://" + l.Addr().String()
+}
+
+func dialToken(t *testing.T, addr, token string) *rpc.Client {
+	t.Helper()
+	o := &rpc.ClientOptions{}
+	if token != "" {
+		u, s := rpc.TokenInterceptors(token)
+		o.Interceptors, o.StreamInterceptors = []rpc.UnaryClientInterceptor{u}, []rpc.StreamClientInterceptor{s}
+	}
+	c, err := rpc.Dial(addr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func setCounter(c *rpc.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 1})
+	return err
+}
+
+func TestTokenAuthCalls(t *testing.T) {
+	addr := startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, nil)
+	if err := setCounter(dialToken(t, addr, "")); status.CodeOf(err) != status.Unauthenticated {
+		t.Fatalf("without a token: %v, want unauthenticated", err)
+	}
+	if err := setCounter(dialToken(t, addr, "wrong")); status.CodeOf(err) != status.Unauthenticated {
+		t.Fatalf("with a wrong token: %v, want unauthenticated", err)
+	}
+	c := dialToken(t, addr, testToken)
+	if err := setCounter(c); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	// Streams are checked too.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, dialToken(t, addr, ""), "Counter.Watch")
+	if err == nil {
+		s.Send(&counter.WatchRequest{Name: "a"})
+		s.CloseSend()
+		_, err = s.Recv()
+	}
+	if status.CodeOf(err) != status.Unauthenticated {
+		t.Fatalf("a stream without a token: %v, want unauthenticated", err)
+	}
+}
+
+func TestTokenAuthUnixPeers(t *testing.T) {
+	dir := t.TempDir()
+	exempt := startAuth(t, "unix://"+filepath.Join(dir, "a.sock"), &rpc.TokenAuth{Token: testToken}, nil)
+	if err := setCounter(dialToken(t, exempt, "")); err != nil {
+		t.Fatalf("a unix peer is exempt by default: %v", err)
+	}
+	strict := startAuth(t, "unix://"+filepath.Join(dir, "b.sock"), &rpc.TokenAuth{Token: testToken, Unix: true}, nil)
+	if err := setCounter(dialToken(t, strict, "")); status.CodeOf(err) != status.Unauthenticated {
+		t.Fatalf("Unix: true without a token: %v, want unauthenticated", err)
+	}
+	if err := setCounter(dialToken(t, strict, testToken)); err != nil {
+		t.Fatalf("Unix: true with the token: %v", err)
+	}
+}
+
+type testPage struct{}
+
+func (testPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.WriteString(w, "<p>page "+r.URL.Path)
+}
+
+func TestTokenAuthHTTP(t *testing.T) {
+	addr := startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, testPage{})
+	host := strings.TrimPrefix(addr, "tcp://")
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer hc.CloseIdleConnections()
+	get := func(method, path string, header ...string) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+host+path, strings.NewReader(`{"name":"a","value":2}`))
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	cookie := rpc.TokenCookie(host) + "=" + testToken
+	for _, tc := range []struct {
+		name, method, path string
+		header             []string
+		status             int
+		body               string
+	}{
+		{"no token: method list", "GET", "/", nil, 401, "unauthenticated"},
+		{"no token: browser", "GET", "/", []string{"Accept", "text/html"}, 401, "Token required"},
+		{"no token: call", "POST", "/Counter.Set", nil, 401, "unauthenticated"},
+		{"wrong bearer", "POST", "/Counter.Set", []string{"Authorization", "Bearer nope"}, 401, "unauthenticated"},
+		{"bearer: call", "POST", "/Counter.Set", []string{"Authorization", "Bearer " + testToken}, 200, `"value":2`},
+		{"bearer: method list as JSON", "GET", "/", []string{"Authorization", "Bearer " + testToken}, 200, `"methods"`},
+		{"cookie: page for browsers", "GET", "/", []string{"Accept", "text/html", "Cookie", cookie}, 200, "<p>page /"},
+		{"cookie: other paths go to the page handler", "GET", "/app.js", []string{"Cookie", cookie}, 200, "<p>page /app.js"},
+		{"cookie of another port", "GET", "/", []string{"Cookie", "warren-token-1=" + testToken}, 401, "unauthenticated"},
+		{"query token: moved to a cookie", "GET", "/?token=" + testToken, []string{"Accept", "text/html"}, 303, ""},
+		{"query token: data request served", "GET", "/?token=" + testToken, nil, 200, `"methods"`},
+		{"wrong query token", "GET", "/?token=x", []string{"Accept", "text/html"}, 401, "Token required"},
+	} {
+		st, h, body := get(tc.method, tc.path, tc.header...)
+		if st != tc.status || !strings.Contains(body, tc.body) {
+			t.Errorf("%s: %d %q, want %d containing %q", tc.name, st, body, tc.status, tc.body)
+		}
+		if st == 401 && h.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: 401 without WWW-Authenticate", tc.name)
+		}
+		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie)) {
+			t.Errorf("%s: Location %q, Set-Cookie %q", tc.name, h.Get("Location"), h.Get("Set-Cookie"))
+		}
+	}
+}
+
+// upgrade sends a WebSocket opening handshake and returns the status line
+// and the selected subprotocol.
+func upgrade(t *testing.T, host string, header ...string) (string, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := "GET / HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	io.WriteString(c, req+"\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Status, resp.Header.Get("Sec-WebSocket-Protocol")
+}
+
+func TestTokenAuthWebSocket(t *testing.T) {
+	addr := startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, nil)
+	host := strings.TrimPrefix(addr, "tcp://")
+	if st, _ := upgrade(t, host); !strings.HasPrefix(st, "401") {
+		t.Errorf("no token: %s, want 401", st)
+	}
+	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+"wrong"); !strings.HasPrefix(st, "401") {
+		t.Errorf("wrong token: %s, want 401", st)
+	}
+	st, proto := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+testToken)
+	if !strings.HasPrefix(st, "101") || proto != "warren" {
+		t.Errorf("token in the subprotocol: %s, protocol %q; want 101 and warren", st, proto)
+	}
+	if st, _ := upgrade(t, host, "Authorization", "Bearer "+testToken); !strings.HasPrefix(st, "101") {
+		t.Errorf("bearer header: %s, want 101", st)
+	}
+	// The origin check stays: the right token from a page of another origin is refused.
+	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+testToken, "Origin", "http://evil.example"); !strings.HasPrefix(st, "403") {
+		t.Errorf("another origin: %s, want 403", st)
+	}
+}
