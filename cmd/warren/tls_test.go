@@ -186,16 +186,21 @@ func TestServeTLSNames(t *testing.T) {
 	wantFail(t, "--allow-cn without --client-ca", r, 2, "--allow-san and --allow-cn need --client-ca")
 }
 
-// TestServeWS: ws:// needs no certificate; wss:// takes the same flags as
-// tls://.
+// TestServeWS: ws:// needs no certificate but a token; wss:// takes the
+// same flags as tls://, and with --client-ca no token.
 func TestServeWS(t *testing.T) {
-	s := startServe(t, nil, "--addr", "ws://127.0.0.1:0/warren")
-	s.waitStderr("WARNING: ws has no authentication")
-	wantOut(t, "Set over ws", call(t, s.addr, "Counter.Set", `{"name":"a","value":3}`), `{"name":"a","value":3}`)
+	s := startServe(t, nil, "--addr", "ws://127.0.0.1:0/warren", "--token", "ws-token")
+	s.waitStderr("callers must send the token")
+	r := runCmd(t, nil, "", "call", "--token", "ws-token", s.addr, "Counter.Set", `{"name":"a","value":3}`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":3}` {
+		t.Fatalf("call over ws: %s", r)
+	}
+	r = runCmd(t, nil, "", "call", s.addr, "Counter.Get", `{"name":"a"}`)
+	wantFail(t, "ws without the token", r, 1, "unauthenticated")
 
 	dir := certsIn(t)
 	s2 := startServe(t, nil, append([]string{"--addr", "wss://127.0.0.1:0/warren"}, tlsServer(dir)...)...)
-	r := runCmd(t, nil, "", append(append([]string{"call"}, tlsClient(dir)...), s2.addr, "Counter.Set", `{"name":"a","value":4}`)...)
+	r = runCmd(t, nil, "", append(append([]string{"call"}, tlsClient(dir)...), s2.addr, "Counter.Set", `{"name":"a","value":4}`)...)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":4}` {
 		t.Fatalf("call over wss: %s", r)
 	}
