@@ -32,7 +32,8 @@ serve prints "listening on ADDR" once it accepts connections. Without
 'list' and 'ping' accept as "default": $XDG_RUNTIME_DIR/warren/warren.sock,
 or warren-UID/warren.sock in the temporary directory (created with mode 0700).
 
-On a network address (tcp://), every call, HTTP request and WebSocket
+On a network address (tcp://, ws://, and tls:// or wss:// without
+--client-ca), every call, HTTP request and WebSocket
 upgrade must carry a token: a random one unless --token sets it. serve
 prints the page's URL with the token (http://127.0.0.1:PORT/?token=...);
 'warren call --token' or WARREN_TOKEN pass it. --no-auth, on a loopback
@@ -51,7 +52,7 @@ callers to certificates with one of those DNS or URI subject alternative
 names (a name with a colon, such as spiffe://example.org/web, is a URI)
 or common names. A refused client gets a permission-denied error naming
 the reason. TLS 1.3 at least, unless --tls-min 1.2. 'warren certs DIR'
-writes development certificates. tcp:// and ws:// have no authentication.
+writes development certificates.
 
 SIGINT or SIGTERM shuts down gracefully: calls in flight finish, watches end
 with "unavailable: server is shutting down", the socket file is removed and
