@@ -65,6 +65,9 @@ class FakeTransport:
     def write(self, b) -> None:
         self.out += b
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # written at once
+
     def close(self) -> None:
         self.closed = True
 

@@ -389,3 +389,86 @@ async def test_graceful_shutdown_goaway(start_server):
             await c.call("Test.Echo", 1)
         assert ei.value.code == "unavailable"
         assert await asyncio.wait_for(slow, 5) == {"slept": 400}
+
+
+async def test_ping_flood_from_a_server_that_never_reads(sock_path):
+    """A server that floods PINGs and never reads what it is sent: the
+    client's unwritten output stays bounded, because the client stops
+    reading from the server once its write buffer is over its limit; the
+    PINGs the server could not write stay on its side."""
+    flood = 32 << 20  # bytes of PING frames the server tries to write
+    written = [0]
+    stopped = asyncio.Event()  # the flood was written, or stalled
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr)
+        chunk = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        while written[0] < flood:
+            wr.write(chunk)
+            try:
+                await asyncio.wait_for(wr.drain(), 1)
+            except asyncio.TimeoutError:
+                break
+            written[0] += len(chunk)
+        stopped.set()
+        await asyncio.sleep(30)  # never reads
+
+    async with FakeServer(sock_path, script) as addr:
+        c = await warren.connect(addr)
+        try:
+            await asyncio.wait_for(stopped.wait(), 60)
+            conn = c._conn
+            buffered = conn.transport.get_write_buffer_size()
+            limit = conn.backlog_limit()
+            assert limit == warren._conn.BACKLOG_MARGIN
+            # The limit, plus at most one read's worth of answers past it.
+            assert limit // 2 < buffered < limit + (512 << 10), f"{buffered} bytes buffered"
+            assert conn.read_paused
+            assert written[0] < flood // 4, f"the server wrote {written[0]} bytes"
+        finally:
+            t0 = time.monotonic()
+            await c.close()
+            # The socket is dropped though the server never reads.
+            assert time.monotonic() - t0 < 5
+        assert conn.transport.is_closing()
+
+
+async def test_ping_flood_over_websocket():
+    """The same over ws://: the WebSocket transport counts what it has not
+    sent and stops delivering messages while the client's reading is
+    paused."""
+    from websockets.asyncio.server import serve
+
+    written = [0]
+    stopped = asyncio.Event()
+    finished = asyncio.Event()
+
+    async def handler(ws):
+        await ws.recv()  # the client's preface
+        await ws.send(w.encode_preface())
+        chunk = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        try:
+            while written[0] < (64 << 20):
+                await asyncio.wait_for(ws.send(chunk), 1)
+                written[0] += len(chunk)
+        except asyncio.TimeoutError:
+            pass
+        stopped.set()
+        await finished.wait()  # reads nothing more (its queue holds 4 messages)
+
+    async with serve(handler, "127.0.0.1", 0, compression=None, max_size=None, max_queue=4, close_timeout=0.5) as srv:
+        port = srv.sockets[0].getsockname()[1]
+        c = await warren.connect(f"ws://127.0.0.1:{port}/")
+        try:
+            await asyncio.wait_for(stopped.wait(), 60)
+            conn = c._conn
+            buffered = conn.transport.get_write_buffer_size()
+            assert buffered < conn.backlog_limit() + (1 << 20), f"{buffered} bytes buffered"
+            assert conn.read_paused
+            # Stalled: the kernel's buffers hold what the server wrote.
+            assert written[0] < (64 << 20), f"the server wrote {written[0]} bytes"
+        finally:
+            t0 = time.monotonic()
+            await c.close()
+            assert time.monotonic() - t0 < 5
+            finished.set()

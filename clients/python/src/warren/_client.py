@@ -18,6 +18,9 @@ CodecArg = Union[str, Codec, None]
 
 T = TypeVar("T")
 
+# How long close() lets buffered output drain before it drops the socket.
+_CLOSE_GRACE = 2.0
+
 
 @dataclass
 class Reply(Generic[T]):
@@ -230,15 +233,17 @@ class Client:
 
     async def close(self) -> None:
         """Closes the connection; calls in progress fail with unavailable."""
-        self._conn.close()
+        conn = self._conn
+        conn.close()
+        # What is still buffered gets a moment to go out; a server that
+        # does not read does not keep the connection open.
         wc = getattr(self._transport, "wait_closed", None)
-        if wc is not None:
-            try:
-                await asyncio.wait_for(wc(), 5)
-            except Exception:
-                pass
-        else:
-            await asyncio.sleep(0)
+        done = asyncio.ensure_future(wc()) if wc is not None else conn.lost
+        try:
+            await asyncio.wait_for(asyncio.shield(done), _CLOSE_GRACE)
+        except asyncio.TimeoutError:
+            self._transport.abort()
+            await asyncio.wait({done}, timeout=_CLOSE_GRACE)
 
     async def call(
         self,

@@ -36,6 +36,13 @@ CLIENT_WINDOW = 2 << 20
 # are written on their own, without a copy.
 _SMALL = 16 << 10
 
+# Unwritten output beyond what flow control explains (DATA the server has
+# not credited back yet, twice over for frame headers) may reach this much
+# before the client stops reading from the server until its writes drain:
+# a server that floods PINGs, or opens streams, and never reads what it is
+# answered cannot grow the client's write buffer without bound.
+BACKLOG_MARGIN = 1 << 20
+
 
 def _md_pairs(md: Any) -> list[tuple[str, str]]:
     if not md:
@@ -302,6 +309,7 @@ class Connection(asyncio.Protocol):
         self.wbuf: list[bytes] = []
         self.flush_scheduled = False
         self.paused = False
+        self.read_paused = False
         self.drain_waiters: list[asyncio.Future[None]] = []
         self.pings: dict[bytes, asyncio.Future[None]] = {}
         self.goaway: tuple[int, int, str] | None = None
@@ -309,6 +317,7 @@ class Connection(asyncio.Protocol):
         self.error: StatusError | None = None
         self.closed = False
         self.closed_future: asyncio.Future[None] = self.loop.create_future()
+        self.lost: asyncio.Future[None] = self.loop.create_future()
 
     # asyncio.Protocol.
 
@@ -321,6 +330,11 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.read_paused:
+            # The backlog drained below the transport's low-water mark.
+            self.read_paused = False
+            if not self.closed:
+                self.transport.resume_reading()
         ws, self.drain_waiters = self.drain_waiters, []
         for f in ws:
             if not f.done():
@@ -336,6 +350,8 @@ class Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
         why = "the connection was closed" if exc is None else f"the connection was lost: {exc}"
         if self.goaway is not None and self.goaway[2]:
             why += f" (after GOAWAY: {self.goaway[2]})"
@@ -626,6 +642,21 @@ class Connection(asyncio.Protocol):
             self.transport.write(b[0])
         else:
             self.transport.write(b"".join(b))
+        self._check_backlog()
+
+    def backlog_limit(self) -> int:
+        """How much unwritten output the client holds before it stops
+        reading from the server (see BACKLOG_MARGIN)."""
+        in_flight = max(16 * self.peer.initial_window - self.send_win, 0) if self.ready.done() else 0
+        return 2 * in_flight + BACKLOG_MARGIN
+
+    def _check_backlog(self) -> None:
+        if self.read_paused or self.closed:
+            return
+        if self.transport.get_write_buffer_size() > self.backlog_limit():
+            # Resumed by resume_writing once the transport drained.
+            self.read_paused = True
+            self.transport.pause_reading()
 
     def _write_frame(self, sid: int, ftype: int, flags: int, payload: bytes) -> None:
         if self.closed:
@@ -646,6 +677,7 @@ class Connection(asyncio.Protocol):
         self.wbuf.append(_hpack(n, sid, DATA, flags) + prefix)
         self._flush()
         self.transport.write(data)
+        self._check_backlog()
 
     # Streams.
 

@@ -106,13 +106,25 @@ def make_ssl_context(ssl: Any, ca: str | None, cert: str | None, key: str | None
 
 class WSTransport(asyncio.Transport):
     """Carries a warren connection's bytes in binary WebSocket messages
-    (PROTOCOL.md, WebSocket), with the ``websockets`` library."""
+    (PROTOCOL.md, WebSocket), with the ``websockets`` library.
+
+    Like asyncio's own transports it counts the bytes not yet handed to
+    the socket (``get_write_buffer_size``), tells its protocol to pause
+    writing above a high-water mark and to resume below a low one, and
+    stops delivering messages while reading is paused."""
+
+    HIGH_WATER = 64 << 10
+    LOW_WATER = 16 << 10
 
     def __init__(self, ws: Any, protocol: asyncio.Protocol) -> None:
         super().__init__()
         self.ws = ws
         self.protocol = protocol
         self.out: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.buffered = 0
+        self.writing_paused = False
+        self.reading = asyncio.Event()
+        self.reading.set()
         self.closing = False
         self.reader = asyncio.ensure_future(self._read())
         self.writer = asyncio.ensure_future(self._write())
@@ -126,6 +138,9 @@ class WSTransport(asyncio.Transport):
                     exc = ConnectionError("the server sent a text WebSocket message")
                     break
                 self.protocol.data_received(m)
+                if not self.reading.is_set():
+                    # Unread messages wait in the socket: the server feels it.
+                    await self.reading.wait()
         except Exception as e:  # websockets' ConnectionClosedError and the like
             exc = e
         if exc is None and self.ws.close_code not in (1000, 1001, None) and not self.closing:
@@ -147,7 +162,12 @@ class WSTransport(asyncio.Transport):
                         self.closing = True
                         break
                     parts.append(nb)
-                await self.ws.send(b"".join(parts) if len(parts) > 1 else parts[0])
+                msg = b"".join(parts) if len(parts) > 1 else parts[0]
+                await self.ws.send(msg)
+                self.buffered -= len(msg)
+                if self.writing_paused and self.buffered <= self.LOW_WATER:
+                    self.writing_paused = False
+                    self.protocol.resume_writing()
                 if self.closing:
                     break
         except Exception:
@@ -157,7 +177,24 @@ class WSTransport(asyncio.Transport):
 
     def write(self, data: Any) -> None:
         if not self.closing:
-            self.out.put_nowait(bytes(data))
+            b = bytes(data)
+            self.buffered += len(b)
+            self.out.put_nowait(b)
+            if not self.writing_paused and self.buffered > self.HIGH_WATER:
+                self.writing_paused = True
+                self.protocol.pause_writing()
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
+
+    def is_reading(self) -> bool:
+        return self.reading.is_set()
 
     def is_closing(self) -> bool:
         return self.closing
@@ -166,10 +203,15 @@ class WSTransport(asyncio.Transport):
         if not self.closing:
             self.closing = True
             self.out.put_nowait(None)
+            self.reading.set()
 
     def abort(self) -> None:
         self.close()
         self.reader.cancel()
+        self.writer.cancel()
+        t = getattr(self.ws, "transport", None)
+        if t is not None:
+            t.abort()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
