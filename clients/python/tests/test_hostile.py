@@ -433,6 +433,23 @@ async def test_ping_flood_from_a_server_that_never_reads(sock_path):
         assert conn.transport.is_closing()
 
 
+async def test_mode_setting_is_ignored(sock_path):
+    """A session ignores the Mode setting as it ignores any setting it does
+    not know (PROTOCOL.md, The Mode setting)."""
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr, b"\xf0WRN\x01\x02" + struct.pack(">HI", 16, 1) + struct.pack(">HI", 99, 7))
+        f = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f.stream, w.DATA, 0, b'"ok"') + frame(f.stream, w.TRAILERS, w.FLAG_END))
+        await wr.drain()
+        await asyncio.sleep(5)
+
+    async with FakeServer(sock_path, script) as addr:
+        async with warren.connect(addr, handshake_timeout=2) as c:
+            assert c.server_settings.mode == 1
+            assert await asyncio.wait_for(c.call("X.Y", 1), 5) == "ok"
+
+
 async def test_ping_flood_over_websocket():
     """The same over ws://: the WebSocket transport counts what it has not
     sent and stops delivering messages while the client's reading is

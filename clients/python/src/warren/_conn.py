@@ -385,9 +385,9 @@ class Connection(asyncio.Protocol):
             r = w.parse_preface(buf)
             if r is None:
                 return 0
+            # A session ignores the Mode setting like any setting it does
+            # not know (PROTOCOL.md, The Mode setting).
             self.peer, pos = r
-            if self.peer.mode != 0:
-                raise ProtocolError("the server sent a plain message stream's preface (Mode 1), not a session's", kind="bad_preface")
             self.send_win = 16 * self.peer.initial_window
             self.ready.set_result(None)
         else:

@@ -73,7 +73,11 @@ class WireError(Exception):
 
 @dataclass
 class Settings:
-    """The limits one side announces in its preface: what it accepts."""
+    """The limits one side announces in its preface: what it accepts.
+
+    ``mode`` is the Mode setting of plain message streams (1); a session
+    records it and otherwise ignores it, like any setting it does not know.
+    """
 
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
