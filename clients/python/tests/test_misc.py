@@ -81,3 +81,13 @@ async def test_tls_verifies_the_server(kind, server_bin, workdir, tls_files):
             assert await c.call("Test.Echo", 1) == 1
     finally:
         srv.stop()
+
+
+def test_connect_options_match_connect():
+    """connect_sync's typed options are exactly connect's keywords."""
+    import inspect
+
+    from warren._client import ConnectOptions
+
+    params = inspect.signature(warren.connect).parameters
+    assert set(ConnectOptions.__annotations__) == {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}

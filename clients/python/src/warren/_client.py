@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Generic, Mapping, Sequence, TypeVar, Union
+from typing import Any, AsyncIterator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from . import _wire as w
 from ._codec import Codec, pick
@@ -363,6 +363,32 @@ class Client:
         except asyncio.TimeoutError:
             raise StatusError("deadline_exceeded", "no answer to PING") from None
         return loop.time() - t0
+
+
+class CallOptions(TypedDict, total=False):
+    """The keyword options of a call (see :meth:`Client.call`)."""
+
+    metadata: Metadata
+    timeout: float | None
+    codec: CodecArg
+    response_type: Any
+
+
+class ConnectOptions(TypedDict, total=False):
+    """The keyword options of :func:`connect` (and :func:`connect_sync`)."""
+
+    codec: CodecArg
+    server_uid: int | str | None
+    ssl: Any
+    ca: str | None
+    cert: str | None
+    key: str | None
+    server_hostname: str | None
+    ws_headers: dict[str, str] | None
+    max_message_size: int
+    max_frame_size: int
+    initial_window: int
+    handshake_timeout: float
 
 
 class _Connector:
