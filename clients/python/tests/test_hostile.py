@@ -234,6 +234,32 @@ async def test_forged_message_length_over_limit_allocates_nothing(sock_path):
     assert cancels == [1]
 
 
+async def test_single_frame_message_over_limit(sock_path):
+    """A reply in one frame, over the client's MaxMessageSize but not its
+    MaxFrameSize, fails its call with resource_exhausted (CANCEL goes out);
+    the connection keeps working."""
+    cancels: list[int] = []
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr)
+        f = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f.stream, w.DATA, 0, b'"' + b"x" * 2000 + b'"'))
+        await wr.drain()
+        cancels.append((await s.read_until(r, w.CANCEL)).stream)
+        f2 = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f2.stream, w.DATA, 0, b"2") + frame(f2.stream, w.TRAILERS, w.FLAG_END))
+        await wr.drain()
+        await asyncio.sleep(5)
+
+    async with FakeServer(sock_path, script) as addr:
+        async with warren.connect(addr, max_message_size=1000) as c:
+            with pytest.raises(warren.StatusError) as ei:
+                await asyncio.wait_for(c.call("X.Y", 1), 5)
+            assert ei.value.code == "resource_exhausted" and "MaxMessageSize" in ei.value.message
+            assert await asyncio.wait_for(c.call("X.Y", 1), 5) == 2
+    assert cancels == [1]
+
+
 async def test_server_stream_opened_by_server_is_refused(sock_path):
     answers: list[w.Frame] = []
 

@@ -460,6 +460,10 @@ class Connection(asyncio.Protocol):
                 st.header = []  # no HEADERS before the first DATA: empty reply metadata
         asm = st.asm
         if asm is None and not flags & MORE:
+            if length > self.local.max_message_size:
+                self._credit(None, length)
+                st.cancel(StatusError("resource_exhausted", f"reply message of {length} bytes is over MaxMessageSize {self.local.max_message_size}"))
+                return
             st.queue.append((payload.tobytes(), length))
         elif asm is None:
             if length < 4:
