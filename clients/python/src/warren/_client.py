@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Coroutine, Generator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from . import _wire as w
 from ._codec import Codec, pick
@@ -392,20 +392,21 @@ class ConnectOptions(TypedDict, total=False):
 
 
 class _Connector:
-    """What connect() returns: awaitable, and an async context manager."""
+    """What connect() returns: awaitable (``client = await connect(...)``)
+    and an async context manager that closes the client at its end."""
 
-    def __init__(self, coro_fn: Any) -> None:
+    def __init__(self, coro_fn: Callable[[], Coroutine[Any, Any, Client]]) -> None:
         self._fn = coro_fn
         self._client: Client | None = None
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, Client]:
         return self._fn().__await__()
 
     async def __aenter__(self) -> Client:
         self._client = await self._fn()
         return self._client
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
             await self._client.close()
 
