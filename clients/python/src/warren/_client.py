@@ -223,6 +223,8 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """Whether the connection is closed (by close(), by the server or
+        by an error)."""
         return self._conn.closed
 
     async def __aenter__(self) -> Client:
@@ -447,8 +449,14 @@ def connect(
         if server_uid is not None and a.scheme != "unix":
             raise ValueError("server_uid applies to unix sockets only")
         ctx = make_ssl_context(ssl, ca, cert, key) if a.scheme in ("tls", "wss") else None
-        settings = w.Settings(max_frame_size, max_message_size, initial_window)
-        settings.validate()
+        for name, v, lo, hi in (
+            ("max_message_size", max_message_size, 1, 1 << 30),
+            ("max_frame_size", max_frame_size, 1024, 16 << 20),
+            ("initial_window", initial_window, 1024, w.MAX_WINDOW),
+        ):
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"{name}={v!r} is outside {lo}..{hi}")
+        pick(codec, None, None, "json")  # a ValueError now for an unknown codec
 
         def factory() -> Connection:
             return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window)

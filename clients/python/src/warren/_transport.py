@@ -27,6 +27,11 @@ class Address:
     port: int = 0
     path: str = ""  # the HTTP path of ws and wss
 
+    def __str__(self) -> str:
+        if self.scheme == "unix":
+            return f"unix://{self.address}" if self.address.startswith("/") else f"unix:{self.address}"
+        return f"{self.scheme}://{self.address}" + (self.path if self.scheme in ("ws", "wss") and self.path != "/" else "")
+
 
 def parse_address(addr: str) -> Address:
     """Parses unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
@@ -240,9 +245,9 @@ async def open_transport(
         if a.scheme == "tls":
             return await loop.create_connection(factory, a.host, a.port, ssl=ssl_ctx, server_hostname=server_hostname or a.host)
     except OSError as e:
-        raise StatusError("unavailable", f"cannot connect to {a.scheme}:{a.address}: {e}") from e
+        raise StatusError("unavailable", f"cannot connect to {a}: {e}") from e
     except _ssl.SSLError as e:
-        raise StatusError("unavailable", f"TLS handshake with {a.address} failed: {e}") from e
+        raise StatusError("unavailable", f"TLS handshake with {a} failed: {e}") from e
     try:
         import websockets
         from websockets.asyncio.client import connect as ws_connect

@@ -86,6 +86,7 @@ class Settings:
     mode: int = 0
 
     def validate(self) -> None:
+        """Raises WireError (bad_setting) when a value is out of its range."""
         checks = (
             ("MaxFrameSize", self.max_frame_size, 1024, 16 << 20),
             ("MaxMessageSize", self.max_message_size, 1, 1 << 30),
