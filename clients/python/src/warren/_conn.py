@@ -307,6 +307,7 @@ class Connection(asyncio.Protocol):
         self.recv_avail = 16 * initial_window
         self.conn_unacked = 0
         self.wbuf: list[bytes] = []
+        self.pongs: list[bytes] = []  # PINGs and their answers: written ahead of wbuf
         self.flush_scheduled = False
         self.paused = False
         self.read_paused = False
@@ -592,7 +593,7 @@ class Connection(asyncio.Protocol):
                 f.set_result(None)
             return
         # Answered ahead of queued data.
-        self.wbuf.insert(0, _hpack(8, 0, w.PING, w.FLAG_ACK) + payload)
+        self.pongs.append(_hpack(8, 0, w.PING, w.FLAG_ACK) + payload)
         self._schedule()
 
     def _on_goaway(self, payload: bytes) -> None:
@@ -639,6 +640,9 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         self.flush_scheduled = False
         b = self.wbuf
+        if self.pongs:
+            b = self.pongs + b
+            self.pongs = []
         if not b or self.closed:
             return
         self.wbuf = []
@@ -758,7 +762,7 @@ class Connection(asyncio.Protocol):
         data = os.urandom(8)
         f = self.loop.create_future()
         self.pings[data] = f
-        self.wbuf.insert(0, _hpack(8, 0, w.PING, 0) + data)
+        self.pongs.append(_hpack(8, 0, w.PING, 0) + data)
         self._schedule()
         try:
             await f
