@@ -425,20 +425,28 @@ async def test_graceful_shutdown_goaway(start_server):
         assert await asyncio.wait_for(slow, 5) == {"slept": 400}
 
 
-@pytest.mark.parametrize("kind", ["unix", "tls"])
-async def test_ping_flood_from_a_server_that_never_reads(sock_path, tls_files, kind):
+@pytest.mark.parametrize("kind,flooding", [("unix", "ping"), ("tls", "ping"), ("unix", "headers")])
+async def test_ping_flood_from_a_server_that_never_reads(sock_path, tls_files, kind, flooding):
     """A server that floods PINGs and never reads what it is sent: the
     client's unwritten output stays bounded, because the client stops
     reading from the server once its write buffer is over its limit; the
-    PINGs the server could not write stay on its side."""
+    PINGs the server could not write stay on its side. The same for a
+    server opening streams, each refused with a TRAILERS frame."""
     flood = 64 << 20  # bytes of PING frames the server tries to write
     written = [0]
     stopped = asyncio.Event()  # the flood was written, or stalled
 
     async def script(s, r, wr):
         await s.handshake(r, wr)
-        chunk = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        ping = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        sid = 0
+        hdr = w.encode_call_header("A.B", 1)
         while written[0] < flood:
+            if flooding == "ping":
+                chunk = ping
+            else:
+                chunk = b"".join(frame(sid + 2 * i, w.HEADERS, 0, hdr) for i in range(1, 4001))
+                sid += 8000
             wr.write(chunk)
             try:
                 await asyncio.wait_for(wr.drain(), 1)
@@ -457,8 +465,9 @@ async def test_ping_flood_from_a_server_that_never_reads(sock_path, tls_files, k
             buffered = conn.transport.get_write_buffer_size()
             limit = conn.backlog_limit()
             assert limit == warren._conn.BACKLOG_MARGIN
-            # The limit, plus at most one read's worth of answers past it.
-            assert limit // 2 < buffered < limit + (512 << 10), f"{buffered} bytes buffered"
+            # The limit, plus at most one read's worth of answers past it
+            # (a TRAILERS refusing a stream is 3 times its HEADERS).
+            assert limit // 2 < buffered < limit + (1 << 20), f"{buffered} bytes buffered"
             assert conn.read_paused
             # Stalled: the kernel's buffers (and TLS's) hold what it wrote.
             assert written[0] < flood, f"the server wrote {written[0]} bytes"
