@@ -535,3 +535,29 @@ async def test_ping_flood_over_websocket():
             await c.close()
             assert time.monotonic() - t0 < 5
             finished.set()
+
+
+@pytest.mark.parametrize("scheme", ["tls", "ws"])
+async def test_silent_listener_hits_handshake_timeout(scheme):
+    """A listener that accepts and says nothing (no TLS handshake, no
+    WebSocket upgrade): connect fails with unavailable after
+    handshake_timeout, not with a bare TimeoutError."""
+    conns = []
+
+    async def handle(r, wr):
+        conns.append(wr)
+        await asyncio.sleep(10)
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(warren.StatusError) as ei:
+            await warren.connect(f"{scheme}://127.0.0.1:{port}", handshake_timeout=0.3)
+        assert ei.value.code == "unavailable" and "within 0.3 s" in ei.value.message, ei.value
+        assert time.monotonic() - t0 < 2
+    finally:
+        for wr in conns:
+            wr.close()
+        srv.close()
+        await srv.wait_closed()

@@ -259,9 +259,13 @@ class Client:
     ) -> Any:
         """Calls a unary method and returns its reply.
 
-        method is ``Service.Method``. The codec is JSON unless request is
-        bytes (raw), a protobuf message or response_type is given (proto),
-        or codec says otherwise. timeout is in seconds. Raises StatusError.
+        method is ``Service.Method``; request None sends ``{}``. The codec
+        is JSON unless request is bytes (raw), a protobuf message or
+        response_type (a protobuf class) is given (proto), or codec says
+        otherwise (``"json"``, ``"raw"``, ``"proto"`` or a Codec).
+        metadata is a dict of strings or lists of strings, or a list of
+        pairs. timeout is the call's deadline in seconds, which the server
+        sees too. Raises StatusError.
         """
         return (await self.invoke(method, request, metadata=metadata, timeout=timeout, codec=codec, response_type=response_type)).message
 
@@ -437,11 +441,19 @@ def connect(
     address is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
     tls://host:port, ws://host:port/path or wss://host:port/path.
 
+    codec is the calls' default codec ("json", "raw", "proto" or a Codec).
     server_uid (unix sockets): the uid the server process must run as,
     checked with the kernel's credentials (SO_PEERCRED); "same" means this
     process's effective uid. ssl (an ssl.SSLContext) or ca, cert, key,
-    server_hostname configure tls:// and wss://. max_message_size bounds
-    the messages the client accepts.
+    server_hostname configure tls:// and wss://; ws_headers are added to
+    the WebSocket handshake. max_message_size bounds the messages the
+    client accepts; max_frame_size and initial_window are the frame size
+    and per-stream window it announces. handshake_timeout (seconds) bounds
+    connecting and the server's preface.
+
+    Raises ValueError for a bad address or option, StatusError
+    (``unavailable``, or ``permission_denied`` for server_uid) when the
+    connection fails.
     """
 
     async def run() -> Client:
@@ -461,13 +473,16 @@ def connect(
         def factory() -> Connection:
             return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window)
 
-        transport, conn = await asyncio.wait_for(
-            open_transport(
-                a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=ws_headers,
-                ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
-            ),
-            handshake_timeout,
-        )
+        try:
+            transport, conn = await asyncio.wait_for(
+                open_transport(
+                    a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=ws_headers,
+                    ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
+                ),
+                handshake_timeout,
+            )
+        except asyncio.TimeoutError:
+            raise StatusError("unavailable", f"cannot connect to {a} within {handshake_timeout:g} s") from None
         cred = None
         try:
             if a.scheme == "unix":
