@@ -449,7 +449,7 @@ async def test_ping_flood_from_a_server_that_never_reads(sock_path, tls_files, k
                 sid += 8000
             wr.write(chunk)
             try:
-                await asyncio.wait_for(wr.drain(), 1)
+                await asyncio.wait_for(wr.drain(), 0.5)
             except asyncio.TimeoutError:
                 break
             written[0] += len(chunk)
@@ -512,7 +512,7 @@ async def test_ping_flood_over_websocket():
         chunk = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
         try:
             while written[0] < (64 << 20):
-                await asyncio.wait_for(ws.send(chunk), 1)
+                await asyncio.wait_for(ws.send(chunk), 0.5)
                 written[0] += len(chunk)
         except asyncio.TimeoutError:
             pass
