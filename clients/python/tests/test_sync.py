@@ -11,6 +11,19 @@ import pytest
 import warren
 
 
+@pytest.fixture(autouse=True)
+def no_leaked_threads():
+    """Every blocking client's thread is gone once it is closed."""
+    before = set(threading.enumerate())
+    yield
+    for _ in range(100):
+        left = [t for t in threading.enumerate() if t not in before and t.name == "warren-sync"]
+        if not left:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"threads left running: {left}")
+
+
 @pytest.fixture
 def sync_client(start_server):
     srv = start_server("unix")
