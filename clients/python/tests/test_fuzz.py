@@ -65,6 +65,9 @@ class FakeTransport:
     def write(self, b) -> None:
         self.out += b
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # written at once
+
     def close(self) -> None:
         self.closed = True
 
@@ -115,3 +118,20 @@ async def test_connection_reader_fuzz():
             assert st.closed and (isinstance(st.error, StatusError) or st.trailer is not None)
         conn.close()
         await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_ping_answers_go_ahead_of_queued_data():
+    """PING answers are written before frames already queued, in the order
+    the PINGs came; a burst of them costs linear time."""
+    conn = Connection()
+    t = FakeTransport()
+    conn.connection_made(t)
+    conn.data_received(w.encode_preface())
+    sent = len(t.out)
+    conn._write_frame(1, w.CANCEL, 0, b"")
+    pings = b"".join(w.encode_frame(0, w.PING, 0, i.to_bytes(8, "big")) for i in range(3))
+    conn.data_received(pings)
+    conn._flush()
+    acks = b"".join(w.encode_frame(0, w.PING, w.FLAG_ACK, i.to_bytes(8, "big")) for i in range(3))
+    assert bytes(t.out[sent:]) == acks + w.encode_frame(1, w.CANCEL, 0)

@@ -26,14 +26,22 @@ class FakeServer:
     """A unix-socket server whose behaviour the test scripts: script(reader,
     writer) runs for each connection."""
 
-    def __init__(self, path: Path, script) -> None:
+    def __init__(self, path: Path, script, tls=None) -> None:
         self.path = path
         self.script = script
+        self.tls = tls  # conftest.TLSFiles: serve tls:// on 127.0.0.1 instead
         self.server: asyncio.AbstractServer | None = None
         self.received = bytearray()
         self.tasks: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> str:
+        if self.tls is not None:
+            import ssl
+
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(self.tls.cert, self.tls.key)
+            self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=ctx)
+            return f"tls://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
         self.server = await asyncio.start_unix_server(self._handle, str(self.path))
         return f"unix://{self.path}"
 
@@ -234,6 +242,32 @@ async def test_forged_message_length_over_limit_allocates_nothing(sock_path):
     assert cancels == [1]
 
 
+async def test_single_frame_message_over_limit(sock_path):
+    """A reply in one frame, over the client's MaxMessageSize but not its
+    MaxFrameSize, fails its call with resource_exhausted (CANCEL goes out);
+    the connection keeps working."""
+    cancels: list[int] = []
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr)
+        f = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f.stream, w.DATA, 0, b'"' + b"x" * 2000 + b'"'))
+        await wr.drain()
+        cancels.append((await s.read_until(r, w.CANCEL)).stream)
+        f2 = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f2.stream, w.DATA, 0, b"2") + frame(f2.stream, w.TRAILERS, w.FLAG_END))
+        await wr.drain()
+        await asyncio.sleep(5)
+
+    async with FakeServer(sock_path, script) as addr:
+        async with warren.connect(addr, max_message_size=1000) as c:
+            with pytest.raises(warren.StatusError) as ei:
+                await asyncio.wait_for(c.call("X.Y", 1), 5)
+            assert ei.value.code == "resource_exhausted" and "MaxMessageSize" in ei.value.message
+            assert await asyncio.wait_for(c.call("X.Y", 1), 5) == 2
+    assert cancels == [1]
+
+
 async def test_server_stream_opened_by_server_is_refused(sock_path):
     answers: list[w.Frame] = []
 
@@ -389,3 +423,141 @@ async def test_graceful_shutdown_goaway(start_server):
             await c.call("Test.Echo", 1)
         assert ei.value.code == "unavailable"
         assert await asyncio.wait_for(slow, 5) == {"slept": 400}
+
+
+@pytest.mark.parametrize("kind,flooding", [("unix", "ping"), ("tls", "ping"), ("unix", "headers")])
+async def test_ping_flood_from_a_server_that_never_reads(sock_path, tls_files, kind, flooding):
+    """A server that floods PINGs and never reads what it is sent: the
+    client's unwritten output stays bounded, because the client stops
+    reading from the server once its write buffer is over its limit; the
+    PINGs the server could not write stay on its side. The same for a
+    server opening streams, each refused with a TRAILERS frame."""
+    flood = 64 << 20  # bytes of PING frames the server tries to write
+    written = [0]
+    stopped = asyncio.Event()  # the flood was written, or stalled
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr)
+        ping = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        sid = 0
+        hdr = w.encode_call_header("A.B", 1)
+        while written[0] < flood:
+            if flooding == "ping":
+                chunk = ping
+            else:
+                chunk = b"".join(frame(sid + 2 * i, w.HEADERS, 0, hdr) for i in range(1, 4001))
+                sid += 8000
+            wr.write(chunk)
+            try:
+                await asyncio.wait_for(wr.drain(), 0.5)
+            except asyncio.TimeoutError:
+                break
+            written[0] += len(chunk)
+        stopped.set()
+        await asyncio.sleep(30)  # never reads
+
+    tls = tls_files if kind == "tls" else None
+    async with FakeServer(sock_path, script, tls) as addr:
+        c = await warren.connect(addr, ca=tls.ca if tls else None)
+        try:
+            await asyncio.wait_for(stopped.wait(), 60)
+            conn = c._conn
+            buffered = conn.transport.get_write_buffer_size()
+            limit = conn.backlog_limit()
+            assert limit == warren._conn.BACKLOG_MARGIN
+            # The limit, plus at most one read's worth of answers past it
+            # (a TRAILERS refusing a stream is 3 times its HEADERS).
+            assert limit // 2 < buffered < limit + (1 << 20), f"{buffered} bytes buffered"
+            assert conn.read_paused
+            # Stalled: the kernel's buffers (and TLS's) hold what it wrote.
+            assert written[0] < flood, f"the server wrote {written[0]} bytes"
+        finally:
+            t0 = time.monotonic()
+            await c.close()
+            # The socket is dropped though the server never reads.
+            assert time.monotonic() - t0 < 5
+        assert conn.transport.is_closing()
+
+
+async def test_mode_setting_is_ignored(sock_path):
+    """A session ignores the Mode setting as it ignores any setting it does
+    not know (PROTOCOL.md, The Mode setting)."""
+
+    async def script(s, r, wr):
+        await s.handshake(r, wr, b"\xf0WRN\x01\x02" + struct.pack(">HI", 16, 1) + struct.pack(">HI", 99, 7))
+        f = await s.read_until(r, w.HEADERS)
+        wr.write(frame(f.stream, w.DATA, 0, b'"ok"') + frame(f.stream, w.TRAILERS, w.FLAG_END))
+        await wr.drain()
+        await asyncio.sleep(5)
+
+    async with FakeServer(sock_path, script) as addr:
+        async with warren.connect(addr, handshake_timeout=2) as c:
+            assert c.server_settings.mode == 1
+            assert await asyncio.wait_for(c.call("X.Y", 1), 5) == "ok"
+
+
+async def test_ping_flood_over_websocket():
+    """The same over ws://: the WebSocket transport counts what it has not
+    sent and stops delivering messages while the client's reading is
+    paused."""
+    from websockets.asyncio.server import serve
+
+    written = [0]
+    stopped = asyncio.Event()
+    finished = asyncio.Event()
+
+    async def handler(ws):
+        await ws.recv()  # the client's preface
+        await ws.send(w.encode_preface())
+        chunk = frame(0, w.PING, 0, b"12345678") * ((64 << 10) // 18)
+        try:
+            while written[0] < (64 << 20):
+                await asyncio.wait_for(ws.send(chunk), 0.5)
+                written[0] += len(chunk)
+        except asyncio.TimeoutError:
+            pass
+        stopped.set()
+        await finished.wait()  # reads nothing more (its queue holds 4 messages)
+
+    async with serve(handler, "127.0.0.1", 0, compression=None, max_size=None, max_queue=4, close_timeout=0.5) as srv:
+        port = srv.sockets[0].getsockname()[1]
+        c = await warren.connect(f"ws://127.0.0.1:{port}/")
+        try:
+            await asyncio.wait_for(stopped.wait(), 60)
+            conn = c._conn
+            buffered = conn.transport.get_write_buffer_size()
+            assert buffered < conn.backlog_limit() + (1 << 20), f"{buffered} bytes buffered"
+            assert conn.read_paused
+            # Stalled: the kernel's buffers hold what the server wrote.
+            assert written[0] < (64 << 20), f"the server wrote {written[0]} bytes"
+        finally:
+            t0 = time.monotonic()
+            await c.close()
+            assert time.monotonic() - t0 < 5
+            finished.set()
+
+
+@pytest.mark.parametrize("scheme", ["tls", "ws"])
+async def test_silent_listener_hits_handshake_timeout(scheme):
+    """A listener that accepts and says nothing (no TLS handshake, no
+    WebSocket upgrade): connect fails with unavailable after
+    handshake_timeout, not with a bare TimeoutError."""
+    conns = []
+
+    async def handle(r, wr):
+        conns.append(wr)
+        await asyncio.sleep(10)
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(warren.StatusError) as ei:
+            await warren.connect(f"{scheme}://127.0.0.1:{port}", handshake_timeout=0.3)
+        assert ei.value.code == "unavailable" and "within 0.3 s" in ei.value.message, ei.value
+        assert time.monotonic() - t0 < 2
+    finally:
+        for wr in conns:
+            wr.close()
+        srv.close()
+        await srv.wait_closed()

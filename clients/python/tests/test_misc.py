@@ -81,3 +81,39 @@ async def test_tls_verifies_the_server(kind, server_bin, workdir, tls_files):
             assert await c.call("Test.Echo", 1) == 1
     finally:
         srv.stop()
+
+
+def test_connect_options_match_connect():
+    """connect_sync's typed options are exactly connect's keywords."""
+    import inspect
+
+    from warren._client import ConnectOptions
+
+    params = inspect.signature(warren.connect).parameters
+    assert set(ConnectOptions.__annotations__) == {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize("addr", [
+    "unix:///run/app.sock", "unix:rel/app.sock", "unix:@name", "tcp://127.0.0.1:8080", "tls://example.com:443",
+    "ws://[::1]:80/x/y", "wss://h:1",
+])
+def test_address_str_round_trips(addr):
+    assert str(warren.parse_address(addr)) == addr
+
+
+@pytest.mark.parametrize("opts,what", [
+    ({"max_message_size": 0}, "max_message_size=0"),
+    ({"max_frame_size": 100}, "max_frame_size=100"),
+    ({"initial_window": 1 << 31}, "initial_window=2147483648"),
+    ({"codec": "xml"}, "unknown codec 'xml'"),
+])
+def test_connect_rejects_bad_options(opts, what):
+    """Checked before anything is dialled, with the option's name."""
+    with pytest.raises(ValueError, match=what):
+        warren.connect_sync("unix:///nonexistent/warren.sock", **opts)
+
+
+def test_connect_error_names_the_address():
+    with pytest.raises(warren.StatusError) as ei:
+        warren.connect_sync("unix:///nonexistent/warren.sock")
+    assert ei.value.code == "unavailable" and "unix:///nonexistent/warren.sock" in ei.value.message

@@ -7,10 +7,10 @@ WebSocket.
         reply = await client.call("Counter.Inc", {"name": "a"})
 """
 
-from ._client import Call, Client, Reply, connect
+from ._client import Call, CallOptions, Client, ConnectOptions, Reply, connect
 from ._codec import Codec, JSONCodec, ProtoCodec, RawCodec
 from ._errors import CODE_NAMES, ProtocolError, StatusError
-from ._sync import SyncClient, connect_sync
+from ._sync import SyncCall, SyncClient, connect_sync
 from ._transport import SAME_USER, Address, PeerCred, parse_address
 from ._wire import Settings
 
@@ -19,8 +19,10 @@ __all__ = [
     "SAME_USER",
     "Address",
     "Call",
+    "CallOptions",
     "Client",
     "Codec",
+    "ConnectOptions",
     "JSONCodec",
     "PeerCred",
     "ProtoCodec",
@@ -29,6 +31,7 @@ __all__ = [
     "Reply",
     "Settings",
     "StatusError",
+    "SyncCall",
     "SyncClient",
     "connect",
     "connect_sync",

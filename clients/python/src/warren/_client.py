@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Generic, Mapping, Sequence, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Coroutine, Generator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from . import _wire as w
 from ._codec import Codec, pick
@@ -17,6 +17,9 @@ Metadata = Union[Mapping[str, Union[str, Sequence[str]]], Sequence[tuple[str, st
 CodecArg = Union[str, Codec, None]
 
 T = TypeVar("T")
+
+# How long close() lets buffered output drain before it drops the socket.
+_CLOSE_GRACE = 2.0
 
 
 @dataclass
@@ -220,6 +223,8 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """Whether the connection is closed (by close(), by the server or
+        by an error)."""
         return self._conn.closed
 
     async def __aenter__(self) -> Client:
@@ -230,15 +235,17 @@ class Client:
 
     async def close(self) -> None:
         """Closes the connection; calls in progress fail with unavailable."""
-        self._conn.close()
+        conn = self._conn
+        conn.close()
+        # What is still buffered gets a moment to go out; a server that
+        # does not read does not keep the connection open.
         wc = getattr(self._transport, "wait_closed", None)
-        if wc is not None:
-            try:
-                await asyncio.wait_for(wc(), 5)
-            except Exception:
-                pass
-        else:
-            await asyncio.sleep(0)
+        done = asyncio.ensure_future(wc()) if wc is not None else conn.lost
+        try:
+            await asyncio.wait_for(asyncio.shield(done), _CLOSE_GRACE)
+        except asyncio.TimeoutError:
+            self._transport.abort()
+            await asyncio.wait({done}, timeout=_CLOSE_GRACE)
 
     async def call(
         self,
@@ -252,9 +259,13 @@ class Client:
     ) -> Any:
         """Calls a unary method and returns its reply.
 
-        method is ``Service.Method``. The codec is JSON unless request is
-        bytes (raw), a protobuf message or response_type is given (proto),
-        or codec says otherwise. timeout is in seconds. Raises StatusError.
+        method is ``Service.Method``; request None sends ``{}``. The codec
+        is JSON unless request is bytes (raw), a protobuf message or
+        response_type (a protobuf class) is given (proto), or codec says
+        otherwise (``"json"``, ``"raw"``, ``"proto"`` or a Codec).
+        metadata is a dict of strings or lists of strings, or a list of
+        pairs. timeout is the call's deadline in seconds, which the server
+        sees too. Raises StatusError.
         """
         return (await self.invoke(method, request, metadata=metadata, timeout=timeout, codec=codec, response_type=response_type)).message
 
@@ -360,21 +371,48 @@ class Client:
         return loop.time() - t0
 
 
-class _Connector:
-    """What connect() returns: awaitable, and an async context manager."""
+class CallOptions(TypedDict, total=False):
+    """The keyword options of a call (see :meth:`Client.call`)."""
 
-    def __init__(self, coro_fn: Any) -> None:
+    metadata: Metadata
+    timeout: float | None
+    codec: CodecArg
+    response_type: Any
+
+
+class ConnectOptions(TypedDict, total=False):
+    """The keyword options of :func:`connect` (and :func:`connect_sync`)."""
+
+    codec: CodecArg
+    server_uid: int | str | None
+    ssl: Any
+    ca: str | None
+    cert: str | None
+    key: str | None
+    server_hostname: str | None
+    ws_headers: dict[str, str] | None
+    max_message_size: int
+    max_frame_size: int
+    initial_window: int
+    handshake_timeout: float
+
+
+class _Connector:
+    """What connect() returns: awaitable (``client = await connect(...)``)
+    and an async context manager that closes the client at its end."""
+
+    def __init__(self, coro_fn: Callable[[], Coroutine[Any, Any, Client]]) -> None:
         self._fn = coro_fn
         self._client: Client | None = None
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, Client]:
         return self._fn().__await__()
 
     async def __aenter__(self) -> Client:
         self._client = await self._fn()
         return self._client
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
             await self._client.close()
 
@@ -403,11 +441,19 @@ def connect(
     address is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
     tls://host:port, ws://host:port/path or wss://host:port/path.
 
+    codec is the calls' default codec ("json", "raw", "proto" or a Codec).
     server_uid (unix sockets): the uid the server process must run as,
     checked with the kernel's credentials (SO_PEERCRED); "same" means this
     process's effective uid. ssl (an ssl.SSLContext) or ca, cert, key,
-    server_hostname configure tls:// and wss://. max_message_size bounds
-    the messages the client accepts.
+    server_hostname configure tls:// and wss://; ws_headers are added to
+    the WebSocket handshake. max_message_size bounds the messages the
+    client accepts; max_frame_size and initial_window are the frame size
+    and per-stream window it announces. handshake_timeout (seconds) bounds
+    connecting and the server's preface.
+
+    Raises ValueError for a bad address or option, StatusError
+    (``unavailable``, or ``permission_denied`` for server_uid) when the
+    connection fails.
     """
 
     async def run() -> Client:
@@ -415,19 +461,28 @@ def connect(
         if server_uid is not None and a.scheme != "unix":
             raise ValueError("server_uid applies to unix sockets only")
         ctx = make_ssl_context(ssl, ca, cert, key) if a.scheme in ("tls", "wss") else None
-        settings = w.Settings(max_frame_size, max_message_size, initial_window)
-        settings.validate()
+        for name, v, lo, hi in (
+            ("max_message_size", max_message_size, 1, 1 << 30),
+            ("max_frame_size", max_frame_size, 1024, 16 << 20),
+            ("initial_window", initial_window, 1024, w.MAX_WINDOW),
+        ):
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"{name}={v!r} is outside {lo}..{hi}")
+        pick(codec, None, None, "json")  # a ValueError now for an unknown codec
 
         def factory() -> Connection:
             return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window)
 
-        transport, conn = await asyncio.wait_for(
-            open_transport(
-                a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=ws_headers,
-                ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
-            ),
-            handshake_timeout,
-        )
+        try:
+            transport, conn = await asyncio.wait_for(
+                open_transport(
+                    a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=ws_headers,
+                    ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
+                ),
+                handshake_timeout,
+            )
+        except asyncio.TimeoutError:
+            raise StatusError("unavailable", f"cannot connect to {a} within {handshake_timeout:g} s") from None
         cred = None
         try:
             if a.scheme == "unix":

@@ -23,12 +23,16 @@ class Codec:
     name: str = "raw"
 
     def encode(self, msg: Any) -> bytes:
+        """The bytes of one request message."""
         raise NotImplementedError
 
     def decode(self, data: bytes) -> Any:
+        """One reply message from its bytes."""
         raise NotImplementedError
 
     def decode_detail(self, data: bytes) -> Any:
+        """One error detail of a failed call (StatusError.details); as
+        sent unless the codec knows better."""
         return data
 
 

@@ -36,6 +36,13 @@ CLIENT_WINDOW = 2 << 20
 # are written on their own, without a copy.
 _SMALL = 16 << 10
 
+# Unwritten output beyond what flow control explains (DATA the server has
+# not credited back yet, twice over for frame headers) may reach this much
+# before the client stops reading from the server until its writes drain:
+# a server that floods PINGs, or opens streams, and never reads what it is
+# answered cannot grow the client's write buffer without bound.
+BACKLOG_MARGIN = 1 << 20
+
 
 def _md_pairs(md: Any) -> list[tuple[str, str]]:
     if not md:
@@ -300,8 +307,10 @@ class Connection(asyncio.Protocol):
         self.recv_avail = 16 * initial_window
         self.conn_unacked = 0
         self.wbuf: list[bytes] = []
+        self.pongs: list[bytes] = []  # PINGs and their answers: written ahead of wbuf
         self.flush_scheduled = False
         self.paused = False
+        self.read_paused = False
         self.drain_waiters: list[asyncio.Future[None]] = []
         self.pings: dict[bytes, asyncio.Future[None]] = {}
         self.goaway: tuple[int, int, str] | None = None
@@ -309,6 +318,7 @@ class Connection(asyncio.Protocol):
         self.error: StatusError | None = None
         self.closed = False
         self.closed_future: asyncio.Future[None] = self.loop.create_future()
+        self.lost: asyncio.Future[None] = self.loop.create_future()
 
     # asyncio.Protocol.
 
@@ -321,6 +331,11 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.read_paused:
+            # The backlog drained below the transport's low-water mark.
+            self.read_paused = False
+            if not self.closed:
+                self.transport.resume_reading()
         ws, self.drain_waiters = self.drain_waiters, []
         for f in ws:
             if not f.done():
@@ -336,6 +351,8 @@ class Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
         why = "the connection was closed" if exc is None else f"the connection was lost: {exc}"
         if self.goaway is not None and self.goaway[2]:
             why += f" (after GOAWAY: {self.goaway[2]})"
@@ -369,9 +386,9 @@ class Connection(asyncio.Protocol):
             r = w.parse_preface(buf)
             if r is None:
                 return 0
+            # A session ignores the Mode setting like any setting it does
+            # not know (PROTOCOL.md, The Mode setting).
             self.peer, pos = r
-            if self.peer.mode != 0:
-                raise ProtocolError("the server sent a plain message stream's preface (Mode 1), not a session's", kind="bad_preface")
             self.send_win = 16 * self.peer.initial_window
             self.ready.set_result(None)
         else:
@@ -444,6 +461,10 @@ class Connection(asyncio.Protocol):
                 st.header = []  # no HEADERS before the first DATA: empty reply metadata
         asm = st.asm
         if asm is None and not flags & MORE:
+            if length > self.local.max_message_size:
+                self._credit(None, length)
+                st.cancel(StatusError("resource_exhausted", f"reply message of {length} bytes is over MaxMessageSize {self.local.max_message_size}"))
+                return
             st.queue.append((payload.tobytes(), length))
         elif asm is None:
             if length < 4:
@@ -572,7 +593,7 @@ class Connection(asyncio.Protocol):
                 f.set_result(None)
             return
         # Answered ahead of queued data.
-        self.wbuf.insert(0, _hpack(8, 0, w.PING, w.FLAG_ACK) + payload)
+        self.pongs.append(_hpack(8, 0, w.PING, w.FLAG_ACK) + payload)
         self._schedule()
 
     def _on_goaway(self, payload: bytes) -> None:
@@ -619,6 +640,9 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         self.flush_scheduled = False
         b = self.wbuf
+        if self.pongs:
+            b = self.pongs + b
+            self.pongs = []
         if not b or self.closed:
             return
         self.wbuf = []
@@ -626,6 +650,21 @@ class Connection(asyncio.Protocol):
             self.transport.write(b[0])
         else:
             self.transport.write(b"".join(b))
+        self._check_backlog()
+
+    def backlog_limit(self) -> int:
+        """How much unwritten output the client holds before it stops
+        reading from the server (see BACKLOG_MARGIN)."""
+        in_flight = max(16 * self.peer.initial_window - self.send_win, 0) if self.ready.done() else 0
+        return 2 * in_flight + BACKLOG_MARGIN
+
+    def _check_backlog(self) -> None:
+        if self.read_paused or self.closed:
+            return
+        if self.transport.get_write_buffer_size() > self.backlog_limit():
+            # Resumed by resume_writing once the transport drained.
+            self.read_paused = True
+            self.transport.pause_reading()
 
     def _write_frame(self, sid: int, ftype: int, flags: int, payload: bytes) -> None:
         if self.closed:
@@ -646,6 +685,7 @@ class Connection(asyncio.Protocol):
         self.wbuf.append(_hpack(n, sid, DATA, flags) + prefix)
         self._flush()
         self.transport.write(data)
+        self._check_backlog()
 
     # Streams.
 
@@ -722,7 +762,7 @@ class Connection(asyncio.Protocol):
         data = os.urandom(8)
         f = self.loop.create_future()
         self.pings[data] = f
-        self.wbuf.insert(0, _hpack(8, 0, w.PING, 0) + data)
+        self.pongs.append(_hpack(8, 0, w.PING, 0) + data)
         self._schedule()
         try:
             await f

@@ -27,6 +27,11 @@ class Address:
     port: int = 0
     path: str = ""  # the HTTP path of ws and wss
 
+    def __str__(self) -> str:
+        if self.scheme == "unix":
+            return f"unix://{self.address}" if self.address.startswith("/") else f"unix:{self.address}"
+        return f"{self.scheme}://{self.address}" + (self.path if self.scheme in ("ws", "wss") and self.path != "/" else "")
+
 
 def parse_address(addr: str) -> Address:
     """Parses unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
@@ -106,13 +111,25 @@ def make_ssl_context(ssl: Any, ca: str | None, cert: str | None, key: str | None
 
 class WSTransport(asyncio.Transport):
     """Carries a warren connection's bytes in binary WebSocket messages
-    (PROTOCOL.md, WebSocket), with the ``websockets`` library."""
+    (PROTOCOL.md, WebSocket), with the ``websockets`` library.
+
+    Like asyncio's own transports it counts the bytes not yet handed to
+    the socket (``get_write_buffer_size``), tells its protocol to pause
+    writing above a high-water mark and to resume below a low one, and
+    stops delivering messages while reading is paused."""
+
+    HIGH_WATER = 64 << 10
+    LOW_WATER = 16 << 10
 
     def __init__(self, ws: Any, protocol: asyncio.Protocol) -> None:
         super().__init__()
         self.ws = ws
         self.protocol = protocol
         self.out: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.buffered = 0
+        self.writing_paused = False
+        self.reading = asyncio.Event()
+        self.reading.set()
         self.closing = False
         self.reader = asyncio.ensure_future(self._read())
         self.writer = asyncio.ensure_future(self._write())
@@ -126,6 +143,9 @@ class WSTransport(asyncio.Transport):
                     exc = ConnectionError("the server sent a text WebSocket message")
                     break
                 self.protocol.data_received(m)
+                if not self.reading.is_set():
+                    # Unread messages wait in the socket: the server feels it.
+                    await self.reading.wait()
         except Exception as e:  # websockets' ConnectionClosedError and the like
             exc = e
         if exc is None and self.ws.close_code not in (1000, 1001, None) and not self.closing:
@@ -147,7 +167,12 @@ class WSTransport(asyncio.Transport):
                         self.closing = True
                         break
                     parts.append(nb)
-                await self.ws.send(b"".join(parts) if len(parts) > 1 else parts[0])
+                msg = b"".join(parts) if len(parts) > 1 else parts[0]
+                await self.ws.send(msg)
+                self.buffered -= len(msg)
+                if self.writing_paused and self.buffered <= self.LOW_WATER:
+                    self.writing_paused = False
+                    self.protocol.resume_writing()
                 if self.closing:
                     break
         except Exception:
@@ -157,7 +182,24 @@ class WSTransport(asyncio.Transport):
 
     def write(self, data: Any) -> None:
         if not self.closing:
-            self.out.put_nowait(bytes(data))
+            b = bytes(data)
+            self.buffered += len(b)
+            self.out.put_nowait(b)
+            if not self.writing_paused and self.buffered > self.HIGH_WATER:
+                self.writing_paused = True
+                self.protocol.pause_writing()
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
+
+    def is_reading(self) -> bool:
+        return self.reading.is_set()
 
     def is_closing(self) -> bool:
         return self.closing
@@ -166,10 +208,15 @@ class WSTransport(asyncio.Transport):
         if not self.closing:
             self.closing = True
             self.out.put_nowait(None)
+            self.reading.set()
 
     def abort(self) -> None:
         self.close()
         self.reader.cancel()
+        self.writer.cancel()
+        t = getattr(self.ws, "transport", None)
+        if t is not None:
+            t.abort()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
@@ -198,9 +245,9 @@ async def open_transport(
         if a.scheme == "tls":
             return await loop.create_connection(factory, a.host, a.port, ssl=ssl_ctx, server_hostname=server_hostname or a.host)
     except OSError as e:
-        raise StatusError("unavailable", f"cannot connect to {a.scheme}:{a.address}: {e}") from e
+        raise StatusError("unavailable", f"cannot connect to {a}: {e}") from e
     except _ssl.SSLError as e:
-        raise StatusError("unavailable", f"TLS handshake with {a.address} failed: {e}") from e
+        raise StatusError("unavailable", f"TLS handshake with {a} failed: {e}") from e
     try:
         import websockets
         from websockets.asyncio.client import connect as ws_connect

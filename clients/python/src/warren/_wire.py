@@ -73,7 +73,11 @@ class WireError(Exception):
 
 @dataclass
 class Settings:
-    """The limits one side announces in its preface: what it accepts."""
+    """The limits one side announces in its preface: what it accepts.
+
+    ``mode`` is the Mode setting of plain message streams (1); a session
+    records it and otherwise ignores it, like any setting it does not know.
+    """
 
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
@@ -82,6 +86,7 @@ class Settings:
     mode: int = 0
 
     def validate(self) -> None:
+        """Raises WireError (bad_setting) when a value is out of its range."""
         checks = (
             ("MaxFrameSize", self.max_frame_size, 1024, 16 << 20),
             ("MaxMessageSize", self.max_message_size, 1, 1 << 30),
