@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"

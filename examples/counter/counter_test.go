@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
