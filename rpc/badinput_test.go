@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -85,7 +86,7 @@ func (e *badEnv) raw(t testing.TB) net.Conn {
 type rawSession struct {
 	t    testing.TB
 	conn net.Conn
-	r    *wire.Reader
+	r    *frameio.Reader
 	peer wire.Settings // the server's settings
 }
 
@@ -102,7 +103,7 @@ func (e *badEnv) handshake(t testing.TB) *rawSession {
 		t.Fatalf("reading the server's preface: %v", err)
 	}
 	conn.SetDeadline(time.Time{})
-	return &rawSession{t: t, conn: conn, r: wire.NewReader(conn, wire.DefaultMaxFrameSize), peer: s}
+	return &rawSession{t: t, conn: conn, r: frameio.NewReader(conn, wire.DefaultMaxFrameSize), peer: s}
 }
 
 func (rs *rawSession) write(b []byte) {
@@ -497,7 +498,7 @@ func TestStalledPeers(t *testing.T) {
 	checkServing(t, good, "before")
 
 	// Half a preface.
-	e.raw(t).Write(wire.Magic[:3])
+	e.raw(t).Write([]byte(wire.Magic[:3]))
 	// A preface, then half a frame header.
 	rs := e.handshake(t)
 	rs.write(wire.AppendHeader(nil, wire.Header{Length: 5, Stream: 1, Type: wire.TypeHeaders})[:5])

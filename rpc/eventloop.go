@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/wsframe"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -60,7 +60,7 @@ func (s *Server) readTimeout() time.Duration {
 // worker goroutine, never on the loop.
 func (sc *serverConn) onRequestWorker(st *mux.Stream) {
 	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
+	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
 		return
 	}
 	sc.srv.dispatch(c)

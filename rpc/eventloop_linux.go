@@ -19,9 +19,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/wsframe"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -1168,10 +1168,8 @@ func (l *evLoop) goAway(rec *loopConn, code status.Code, msg string) {
 	if rec.fed.GoAwaySent {
 		last = min(last, rec.fed.GoAwayLast)
 	}
-	var buf [128]byte
-	b := wire.AppendHeader(buf[:0], wire.Header{Type: wire.TypeGoAway})
-	b = wire.AppendGoAway(b, last, uint32(code), msg)
-	wire.PutHeader(b, wire.Header{Length: uint32(len(b) - wire.HeaderSize), Type: wire.TypeGoAway})
+	var pbuf, buf [128]byte
+	b := wire.AppendFrame(buf[:0], 0, wire.TypeGoAway, 0, wire.AppendGoAway(pbuf[:0], last, uint32(code), msg))
 	if rec.flags&flWS != 0 {
 		var fb [160]byte
 		f := wsframe.AppendHeader(fb[:0], len(b))

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/wsframe"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
 )

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/warrenipc/warren/codec"
-	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -29,7 +29,7 @@ var ErrServerClosed = errors.New("warren: server closed")
 // named on each field; every limit is on by default.
 type ServerOptions struct {
 	// Settings are the wire limits the server accepts (frame and message
-	// size, flow-control window). Zero fields take wire.DefaultSettings.
+	// size, flow-control window). Zero fields take wire.Settings.WithDefaults.
 	Settings wire.Settings
 	// Policy authorizes each connection's peer before any call is read.
 	// nil accepts every connection the listener accepted (a
@@ -536,7 +536,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 		c.abandon()
 		return
 	}
-	if hd.kind != KindUnary {
+	if hd.kind != kindUnary {
 		s.dispatch(c) // streams are long-lived: never on the reader goroutine
 	}
 }
@@ -549,7 +549,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 // requests go to a worker goroutine.
 func (sc *serverConn) onRequest(st *mux.Stream) {
 	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
+	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
 		return
 	}
 	if !sc.srv.opts.NoInline && st.PendingSize() <= inlineMax {
@@ -591,7 +591,7 @@ func (s *Server) worker(c *serverCall) {
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
-		if c.h.kind == KindUnary {
+		if c.h.kind == kindUnary {
 			c.run()
 		} else {
 			c.runStream()

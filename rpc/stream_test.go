@@ -1239,7 +1239,7 @@ func TestStreamIntrospection(t *testing.T) {
 	if m := shapes["Str.Raw"]; m.Request == nil || m.Request.Type != "bytes" || m.Reply.Type != "bytes" {
 		t.Errorf("Str.Raw shapes %+v %+v", m.Request, m.Reply)
 	}
-	for _, k := range []Kind{KindUnary, KindServerStream, KindClientStream, KindBidiStream, Kind(9)} {
+	for _, k := range []methodKind{kindUnary, kindServerStream, kindClientStream, kindBidiStream, methodKind(9)} {
 		if k.String() == "" {
 			t.Errorf("Kind(%d) has no name", k)
 		}

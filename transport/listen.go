@@ -210,21 +210,21 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 // returns it as a *Conn. Peers the policy refuses are closed, logged and
 // counted in Stats, and Accept goes on waiting. It returns an error matching
 // net.ErrClosed once the Listener is closed.
+//
+// For unix peers the kernel credentials are read and the policy applied
+// before any byte is read. TLS and WebSocket connections are returned before
+// their handshakes, which run on the first Read, Write or Handshake call, so
+// that a slow client cannot stall Accept.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptConn()
+	c, err := l.acceptConn()
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// AcceptConn is Accept returning the *Conn type.
-//
-// For unix peers the kernel credentials are read and the policy applied
-// before any byte is read. TLS and WebSocket connections are returned before
-// their handshakes, which run on the first Read, Write or Handshake call, so
-// that a slow client cannot stall Accept.
-func (l *Listener) AcceptConn() (*Conn, error) {
+// acceptConn is Accept returning the *Conn type.
+func (l *Listener) acceptConn() (*Conn, error) {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/wire"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )

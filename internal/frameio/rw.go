@@ -1,4 +1,4 @@
-package wire
+package frameio
 
 import (
 	"encoding/binary"
@@ -6,11 +6,13 @@ import (
 	"io"
 	"math"
 	"net"
+
+	"github.com/warrenipc/warren/wire"
 )
 
 // DefaultBufferSize is the buffer size of a Reader for the default
 // MaxFrameSize, and of a Writer created with size 0: one full frame.
-const DefaultBufferSize = HeaderSize + DefaultMaxFrameSize
+const DefaultBufferSize = wire.HeaderSize + wire.DefaultMaxFrameSize
 
 const minBufferSize = 4 << 10
 
@@ -38,7 +40,7 @@ type Reader struct {
 	// resumes it (see NextInto).
 	rest    []byte // the part not read yet
 	restDst []byte // the whole payload
-	restH   Header
+	restH   wire.Header
 }
 
 // NewReader returns a Reader of frames from rd with payloads of at most
@@ -47,7 +49,7 @@ type Reader struct {
 // arrives, the buffer grows, by doubling as the frame's bytes arrive, up to
 // HeaderSize+maxPayload; after a run of smaller frames it shrinks back.
 func NewReader(rd io.Reader, maxPayload uint32) *Reader {
-	size := int(max(min(uint64(HeaderSize)+uint64(maxPayload), DefaultBufferSize), minBufferSize))
+	size := int(max(min(uint64(wire.HeaderSize)+uint64(maxPayload), DefaultBufferSize), minBufferSize))
 	return &Reader{rd: rd, buf: make([]byte, size), max: maxPayload, size: size}
 }
 
@@ -70,7 +72,7 @@ func (r *Reader) Buffered() int { return r.w - r.r }
 //
 // Next returns io.EOF when the connection ends at a frame boundary, and
 // io.ErrUnexpectedEOF when it ends inside a frame.
-func (r *Reader) Next() (Header, []byte, error) { return r.NextInto(nil) }
+func (r *Reader) Next() (wire.Header, []byte, error) { return r.NextInto(nil) }
 
 // Into tells Reader.NextInto where a frame's payload goes. It is called
 // after the frame's header was checked, when the payload is not all
@@ -85,7 +87,7 @@ func (r *Reader) Next() (Header, []byte, error) { return r.NextInto(nil) }
 //     MaxIntoPeek): Into is called again once need bytes of the payload are
 //     buffered (so that it can read, say, a length prefix first);
 //   - nil and 0: the payload goes through the buffer, as with Next.
-type Into func(h Header, head []byte) (dst []byte, skip int)
+type Into func(h wire.Header, head []byte) (dst []byte, skip int)
 
 // directRun is how many small frames after a payload read in place a
 // Reader reads exactly, each with just the next frame's header, before it
@@ -105,7 +107,7 @@ const MaxIntoPeek = 64
 // by a deadline can be retried: the next call continues the same frame,
 // including a payload that was being read in place (it is then returned in
 // the memory into gave for it, without asking again).
-func (r *Reader) NextInto(into Into) (Header, []byte, error) {
+func (r *Reader) NextInto(into Into) (wire.Header, []byte, error) {
 	if r.restDst != nil {
 		h, dst := r.restH, r.restDst
 		if err := r.readRest(); err != nil {
@@ -119,25 +121,25 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 		r.w = copy(nb, r.buf[r.r:r.w])
 		r.r, r.buf, r.small = 0, nb, 0
 	}
-	if r.w-r.r < HeaderSize {
+	if r.w-r.r < wire.HeaderSize {
 		// After a payload read in place, the next frame is likely another
 		// large one: read just its header, so that its payload too goes in
 		// place instead of through the buffer.
 		limit := 0
 		if r.direct > 0 {
-			limit = HeaderSize
+			limit = wire.HeaderSize
 		}
-		if err := r.fill(HeaderSize, limit); err != nil {
-			return Header{}, nil, err
+		if err := r.fill(wire.HeaderSize, limit); err != nil {
+			return wire.Header{}, nil, err
 		}
 	}
-	h, _ := ParseHeader(r.buf[r.r:r.w])
+	h, _ := wire.ParseHeader(r.buf[r.r:r.w])
 	if err := h.Check(r.max); err != nil {
 		return h, nil, err
 	}
-	need := HeaderSize + int(h.Length)
+	need := wire.HeaderSize + int(h.Length)
 	for peeked := false; r.w-r.r < need && into != nil && h.Length > 0; peeked = true {
-		head := r.buf[r.r+HeaderSize : r.w]
+		head := r.buf[r.r+wire.HeaderSize : r.w]
 		dst, skip := into(h, head)
 		if dst == nil {
 			if peeked || skip <= len(head) || skip > int(min(h.Length, MaxIntoPeek)) {
@@ -145,7 +147,7 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 			}
 			// Read exactly the bytes asked for: the frame is known to hold
 			// them, and reading no further keeps what follows in place.
-			if err := r.fill(HeaderSize+skip, HeaderSize+skip); err != nil {
+			if err := r.fill(wire.HeaderSize+skip, wire.HeaderSize+skip); err != nil {
 				return h, nil, err
 			}
 			continue
@@ -171,13 +173,13 @@ func (r *Reader) NextInto(into Into) (Header, []byte, error) {
 		limit := 0
 		if r.direct > 0 {
 			r.direct--
-			limit = need + HeaderSize
+			limit = need + wire.HeaderSize
 		}
 		if err := r.fill(need, limit); err != nil {
 			return h, nil, err
 		}
 	}
-	p := r.buf[r.r+HeaderSize : r.r+need : r.r+need]
+	p := r.buf[r.r+wire.HeaderSize : r.r+need : r.r+need]
 	if need <= r.size {
 		r.small++
 	} else {
@@ -233,7 +235,7 @@ func (r *Reader) fill(need, limit int) error {
 			// A frame larger than the buffer. Grow by doubling as its bytes
 			// arrive rather than at once, so a peer cannot make the Reader
 			// allocate for a frame it does not send.
-			limit := HeaderSize + int(min(uint64(r.max), math.MaxInt32))
+			limit := wire.HeaderSize + int(min(uint64(r.max), math.MaxInt32))
 			nb := make([]byte, min(2*len(r.buf), limit))
 			r.w = copy(nb, r.buf[r.r:r.w])
 			r.r, r.buf = 0, nb
@@ -346,17 +348,17 @@ func (w *Writer) Flush() error {
 
 // WriteFrame writes one frame. It may write to the connection (when the
 // buffer fills or the payload is large) but does not flush what remains.
-func (w *Writer) WriteFrame(stream uint32, typ Type, flags Flags, payload []byte) error {
+func (w *Writer) WriteFrame(stream uint32, typ wire.Type, flags wire.Flags, payload []byte) error {
 	if uint64(len(payload)) > math.MaxUint32 {
-		return &FrameTooLargeError{Size: math.MaxUint32, Limit: math.MaxUint32}
+		return &wire.FrameTooLargeError{Size: math.MaxUint32, Limit: math.MaxUint32}
 	}
-	return w.write(Header{Length: uint32(len(payload)), Stream: stream, Type: typ, Flags: flags}, nil, payload)
+	return w.write(wire.Header{Length: uint32(len(payload)), Stream: stream, Type: typ, Flags: flags}, nil, payload)
 }
 
 // WriteMessage writes msg as AppendMessage lays it out: one frame, or a
 // chunked message in frames of at most maxFrame payload bytes. It panics as
 // AppendMessage does.
-func (w *Writer) WriteMessage(stream uint32, typ Type, flags Flags, msg []byte, maxFrame uint32) error {
+func (w *Writer) WriteMessage(stream uint32, typ wire.Type, flags wire.Flags, msg []byte, maxFrame uint32) error {
 	var c Chunker
 	c.Reset(stream, typ, flags, msg)
 	for !c.Done() {
@@ -396,13 +398,13 @@ func (w *Writer) WriteChunk(c *Chunker, max uint32) (int, error) {
 
 // write writes the header h, pre (the total-length prefix of a chunked
 // message's first frame, or nil) and chunk.
-func (w *Writer) write(h Header, pre, chunk []byte) error {
+func (w *Writer) write(h wire.Header, pre, chunk []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	head := HeaderSize + len(pre)
+	head := wire.HeaderSize + len(pre)
 	if len(w.buf)+head+len(chunk) <= cap(w.buf) {
-		w.buf = AppendHeader(w.buf, h)
+		w.buf = wire.AppendHeader(w.buf, h)
 		w.buf = append(w.buf, pre...)
 		w.buf = append(w.buf, chunk...)
 		return nil
@@ -412,7 +414,7 @@ func (w *Writer) write(h Header, pre, chunk []byte) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		w.buf = AppendHeader(w.buf, h)
+		w.buf = wire.AppendHeader(w.buf, h)
 		w.buf = append(w.buf, pre...)
 		w.buf = append(w.buf, chunk...)
 		return nil
@@ -424,7 +426,7 @@ func (w *Writer) write(h Header, pre, chunk []byte) error {
 			return err
 		}
 	}
-	w.buf = AppendHeader(w.buf, h)
+	w.buf = wire.AppendHeader(w.buf, h)
 	w.buf = append(w.buf, pre...)
 	want := int64(len(w.buf) + len(chunk))
 	w.vecArr = [2][]byte{w.buf, chunk}
@@ -442,6 +444,6 @@ func (w *Writer) write(h Header, pre, chunk []byte) error {
 // HasFrame reports whether a whole frame is already buffered, so that the
 // next call to Next returns without reading from the connection.
 func (r *Reader) HasFrame() bool {
-	h, ok := ParseHeader(r.buf[r.r:r.w])
-	return ok && uint64(r.w-r.r) >= uint64(HeaderSize)+uint64(h.Length)
+	h, ok := wire.ParseHeader(r.buf[r.r:r.w])
+	return ok && uint64(r.w-r.r) >= uint64(wire.HeaderSize)+uint64(h.Length)
 }

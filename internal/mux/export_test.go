@@ -12,3 +12,6 @@ func WatchedContext(s *Session) any {
 	}
 	return nil
 }
+
+// HTTPRejectResponse is what a server without OnHTTP answers an HTTP request.
+var HTTPRejectResponse = httpRejectResponse

@@ -3,8 +3,9 @@ package mux_test
 import (
 	"context"
 
-	"github.com/warrenipc/warren/mux"
 	"testing"
+
+	"github.com/warrenipc/warren/internal/mux"
 
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"

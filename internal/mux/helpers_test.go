@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/frameio"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -483,7 +484,7 @@ func startRaw(t testing.TB, conn net.Conn) *rawPeer {
 func (r *rawPeer) readLoop() {
 	defer close(r.done)
 	defer close(r.frames)
-	rd := wire.NewReader(r.conn, wire.MaxFrameSizeLimit)
+	rd := frameio.NewReader(r.conn, wire.MaxFrameSizeLimit)
 	for {
 		h, p, err := rd.Next()
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -50,7 +50,7 @@ func TestHandshake(t *testing.T) {
 // defaults up to those, so that a peer announcing the defaults sees the
 // defaults. Settings that are set are announced as they are.
 func TestHandshakeLargeDefaults(t *testing.T) {
-	def := wire.DefaultSettings()
+	def := wire.Settings{}.WithDefaults()
 	large := def
 	large.MaxFrameSize, large.InitialWindow = 512<<10, 2<<20
 	for _, tc := range []struct {
@@ -108,7 +108,7 @@ func readAllClosed(t *testing.T, conn net.Conn) []byte {
 // connection.
 func TestHandshakeForeignClient(t *testing.T) {
 	httpReq := []byte("GET /Counter.Get HTTP/1.1\r\nHost: x\r\n\r\n")
-	badSetting := append(append([]byte(nil), wire.Magic[:]...), wire.Version, 1, 0, byte(wire.SettingMaxFrameSize), 0, 0, 0, 10)
+	badSetting := append(append([]byte(nil), wire.Magic...), wire.Version, 1, 0, 1 /* MaxFrameSize */, 0, 0, 0, 10)
 	tests := []struct {
 		name  string
 		send  []byte
@@ -121,9 +121,9 @@ func TestHandshakeForeignClient(t *testing.T) {
 		{"wrong magic", []byte{0xF0, 'X', 'X', 'X', 1, 0}, func(err error) bool { return errors.Is(err, wire.ErrNotWarren) }, nil},
 		{"HTTP request", httpReq, func(err error) bool {
 			return errors.Is(err, wire.ErrHTTPRequest) && errors.Is(err, wire.ErrNotWarren)
-		}, wire.HTTPRejectResponse},
-		{"HTTP/2 preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), func(err error) bool { return errors.Is(err, wire.ErrHTTPRequest) }, wire.HTTPRejectResponse},
-		{"other version", append(append([]byte(nil), wire.Magic[:]...), wire.Version+1, 0), func(err error) bool { return errors.Is(err, wire.ErrVersion) }, nil},
+		}, mux.HTTPRejectResponse},
+		{"HTTP/2 preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), func(err error) bool { return errors.Is(err, wire.ErrHTTPRequest) }, mux.HTTPRejectResponse},
+		{"other version", append(append([]byte(nil), wire.Magic...), wire.Version+1, 0), func(err error) bool { return errors.Is(err, wire.ErrVersion) }, nil},
 		{"setting out of range", badSetting, func(err error) bool {
 			var se *wire.SettingError
 			return errors.As(err, &se) && se.Setting == "MaxFrameSize"
@@ -172,8 +172,8 @@ func TestHandshakeStall(t *testing.T) {
 		send []byte
 	}{
 		{"nothing", nil},
-		{"half a preface", wire.Magic[:3]},
-		{"preface without its settings", append(append([]byte(nil), wire.Magic[:]...), wire.Version, 2, 0, 1)},
+		{"half a preface", []byte(wire.Magic[:3])},
+		{"preface without its settings", append(append([]byte(nil), wire.Magic...), wire.Version, 2, 0, 1)},
 	}
 	forKinds(t, func(t *testing.T, k connKind) {
 		for _, tt := range tests {
@@ -233,7 +233,7 @@ func TestHandshakeStall(t *testing.T) {
 // is not a warren server fails at once.
 func TestHandshakeForeignServer(t *testing.T) {
 	forKinds(t, func(t *testing.T, k connKind) {
-		for _, reply := range [][]byte{[]byte("SSH-2.0-OpenSSH_9.6\r\n"), wire.HTTPRejectResponse} {
+		for _, reply := range [][]byte{[]byte("SSH-2.0-OpenSSH_9.6\r\n"), mux.HTTPRejectResponse} {
 			cc, sc := k.pair(t)
 			go func() {
 				if _, err := wire.ReadPreface(sc); err == nil {

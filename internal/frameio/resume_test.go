@@ -1,10 +1,12 @@
-package wire
+package frameio
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/warrenipc/warren/wire"
 )
 
 // TestReaderInPlaceTimeoutResumes interrupts a payload being read in place
@@ -13,15 +15,15 @@ import (
 // frames after it follow.
 func TestReaderInPlaceTimeoutResumes(t *testing.T) {
 	fs := []testFrame{
-		{Header{Stream: 1, Type: TypeData, Flags: FlagMore}, strings.Repeat("a", 3000)},
-		{Header{Stream: 3, Type: TypeData}, "after"},
+		{wire.Header{Stream: 1, Type: wire.TypeData, Flags: wire.FlagMore}, strings.Repeat("a", 3000)},
+		{wire.Header{Stream: 3, Type: wire.TypeData}, "after"},
 	}
 	b := encodeFrames(fs)
-	for cut := 1; cut < HeaderSize+3000; cut += 97 {
-		r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:cut])), DefaultMaxFrameSize)
+	for cut := 1; cut < wire.HeaderSize+3000; cut += 97 {
+		r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:cut])), wire.DefaultMaxFrameSize)
 		var dst []byte
 		asked := 0
-		into := func(h Header, head []byte) ([]byte, int) {
+		into := func(h wire.Header, head []byte) ([]byte, int) {
 			if h.Length < 1000 {
 				return nil, 0
 			}
@@ -53,11 +55,11 @@ func TestReaderInPlaceTimeoutResumes(t *testing.T) {
 // Redirect, and the frame comes out whole.
 func TestReaderRedirect(t *testing.T) {
 	want := strings.Repeat("0123456789", 300)
-	b := encodeFrames([]testFrame{{Header{Stream: 1, Type: TypeData}, want}, {Header{Stream: 3, Type: TypeData}, "after"}})
-	for cut := 1; cut < HeaderSize+len(want); cut += 89 {
-		r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:cut])), DefaultMaxFrameSize)
+	b := encodeFrames([]testFrame{{wire.Header{Stream: 1, Type: wire.TypeData}, want}, {wire.Header{Stream: 3, Type: wire.TypeData}, "after"}})
+	for cut := 1; cut < wire.HeaderSize+len(want); cut += 89 {
+		r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:cut])), wire.DefaultMaxFrameSize)
 		var first []byte
-		into := func(h Header, head []byte) ([]byte, int) {
+		into := func(h wire.Header, head []byte) ([]byte, int) {
 			if h.Length < 1000 {
 				return nil, 0
 			}
@@ -68,7 +70,7 @@ func TestReaderRedirect(t *testing.T) {
 			t.Fatalf("cut at %d: %v, want the timeout", cut, err)
 		}
 		moved := make([]byte, len(want))
-		pending := first != nil && cut < HeaderSize+len(want)
+		pending := first != nil && cut < wire.HeaderSize+len(want)
 		if got := r.Redirect(moved); got != pending || (got && r.Pending() != len(want)) {
 			t.Fatalf("cut at %d: Redirect = %v with %d pending, want %v", cut, got, r.Pending(), pending)
 		}
@@ -91,7 +93,7 @@ func TestReaderRedirect(t *testing.T) {
 			t.Fatalf("cut at %d: next frame %v %q %v", cut, h, p, err)
 		}
 	}
-	if r := NewReader(bytes.NewReader(nil), DefaultMaxFrameSize); r.Redirect(make([]byte, 5)) {
+	if r := NewReader(bytes.NewReader(nil), wire.DefaultMaxFrameSize); r.Redirect(make([]byte, 5)) {
 		t.Fatal("Redirect with nothing pending reported a payload")
 	}
 }

@@ -14,7 +14,7 @@ import (
 // that gives up (its context ends) must not return while such a read is in
 // progress: Release interrupts the read with a past read deadline, the
 // reader moves the rest of the payload to memory of its own
-// (wire.Reader.Redirect), and Release returns once it has. Reading in
+// (frameio.Reader.Redirect), and Release returns once it has. Reading in
 // place is done only on connections whose reads can be interrupted and
 // resumed. A small reply is copied into the lent memory from the read
 // buffer, under the stream's lock, which Release takes too: that needs no

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
@@ -18,7 +19,7 @@ import (
 // Config configures a session. The zero value is valid for a client.
 type Config struct {
 	// Settings are the limits this side accepts; zero fields take the
-	// defaults of wire.DefaultSettings, except MaxFrameSize and
+	// defaults of wire.Settings.WithDefaults, except MaxFrameSize and
 	// InitialWindow: a client then announces 512 KiB and 2 MiB, and a
 	// server what the client announced, from the default up to those.
 	Settings wire.Settings
@@ -60,7 +61,7 @@ type Config struct {
 	// that called Server and owns the connection from then on; Server
 	// returns once it does, with an error matching wire.ErrHTTPRequest.
 	// When OnHTTP is nil, such a peer is answered with
-	// wire.HTTPRejectResponse and the connection is closed.
+	// httpRejectResponse and the connection is closed.
 	OnHTTP func(conn net.Conn)
 }
 
@@ -93,7 +94,7 @@ type Session struct {
 	local     wire.Settings // what we accept
 	peer      wire.Settings // what the peer accepts
 	frameSize uint32        // largest DATA payload we send
-	r         *wire.Reader
+	r         *frameio.Reader
 	w         writer
 
 	callHeader wire.CallHeader // reader goroutine only: the header being handed to OnStream
@@ -143,7 +144,7 @@ type Session struct {
 	closeOnce     sync.Once
 	closing       atomic.Bool // closeWith has begun
 
-	direct wire.Into // s.directDst, made once
+	direct frameio.Into // s.directDst, made once
 
 	// interruptible is set (client role) when a read blocked in conn can
 	// be interrupted with a past read deadline and resumed after: for
@@ -209,7 +210,7 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 				s.cfg.OnHTTP(newReplayConn(conn, nw.Prefix))
 				return nil, fmt.Errorf("warren: connection handed to the HTTP server: %w", err)
 			}
-			conn.Write(wire.HTTPRejectResponse)
+			conn.Write(httpRejectResponse)
 		}
 		conn.Close()
 		return nil, fmt.Errorf("warren: reading client preface: %w", err)
@@ -319,7 +320,7 @@ func (s *Session) start(peer wire.Settings) {
 	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow/2)
 	s.connSendWin = int64(peer.InitialWindow) * connWindowFactor
 	s.connRecvWin.Store(int64(s.local.InitialWindow) * connWindowFactor)
-	s.r = wire.NewReader(s.conn, s.local.MaxFrameSize)
+	s.r = frameio.NewReader(s.conn, s.local.MaxFrameSize)
 	s.direct = s.directDst
 	s.w.init(s.conn)
 	s.w.onErr = func(err error) {
@@ -804,7 +805,7 @@ func (s *Session) onData(h wire.Header, p []byte) error {
 
 // directDst gives the reader the memory a large DATA frame's payload goes
 // to, so that the payload is read from the connection straight into place
-// (see wire.Into); onData then finds it there. A frame that continues a
+// (see frameio.Into); onData then finds it there. A frame that continues a
 // chunked message goes into the message's buffer; one that starts a
 // message (a whole message, or the first frame of a chunked one, whose
 // length prefix is peeked at first) gets the message's buffer from the pool

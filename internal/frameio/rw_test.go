@@ -1,4 +1,4 @@
-package wire
+package frameio
 
 import (
 	"bytes"
@@ -11,28 +11,32 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+
+	"github.com/warrenipc/warren/wire"
+
+	"github.com/warrenipc/warren/internal/testutil"
 )
 
 type testFrame struct {
-	h Header
+	h wire.Header
 	p string
 }
 
 func sampleFrames() []testFrame {
 	return []testFrame{
-		{Header{Stream: 1, Type: TypeHeaders}, "\x02/m\x00\x00"},
-		{Header{Stream: 1, Type: TypeData, Flags: FlagEnd}, "hello"},
-		{Header{Type: TypePing}, "12345678"},
-		{Header{Stream: 1, Type: TypeData}, strings.Repeat("x", 3000)},
-		{Header{Stream: 3, Type: TypeCancel}, ""},
-		{Header{Type: TypeWindow}, "\x00\x00\x10\x00"},
+		{wire.Header{Stream: 1, Type: wire.TypeHeaders}, "\x02/m\x00\x00"},
+		{wire.Header{Stream: 1, Type: wire.TypeData, Flags: wire.FlagEnd}, "hello"},
+		{wire.Header{Type: wire.TypePing}, "12345678"},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, strings.Repeat("x", 3000)},
+		{wire.Header{Stream: 3, Type: wire.TypeCancel}, ""},
+		{wire.Header{Type: wire.TypeWindow}, "\x00\x00\x10\x00"},
 	}
 }
 
 func encodeFrames(fs []testFrame) []byte {
 	var b []byte
 	for _, f := range fs {
-		b = AppendFrame(b, f.h.Stream, f.h.Type, f.h.Flags, []byte(f.p))
+		b = wire.AppendFrame(b, f.h.Stream, f.h.Type, f.h.Flags, []byte(f.p))
 	}
 	return b
 }
@@ -64,7 +68,7 @@ func TestReader(t *testing.T) {
 		"data+err": iotest.DataErrReader,
 	} {
 		t.Run(name, func(t *testing.T) {
-			readAll(t, NewReader(wrap(bytes.NewReader(b)), DefaultMaxFrameSize), fs)
+			readAll(t, NewReader(wrap(bytes.NewReader(b)), wire.DefaultMaxFrameSize), fs)
 		})
 	}
 }
@@ -73,7 +77,7 @@ func TestReaderSmallBufferCompacts(t *testing.T) {
 	// Many frames that straddle the 4 KiB buffer's end.
 	var fs []testFrame
 	for i := range 200 {
-		fs = append(fs, testFrame{Header{Stream: 1, Type: TypeData}, strings.Repeat(string(rune('a'+i%26)), 1+i*37%1500)})
+		fs = append(fs, testFrame{wire.Header{Stream: 1, Type: wire.TypeData}, strings.Repeat(string(rune('a'+i%26)), 1+i*37%1500)})
 	}
 	r := NewReader(iotest.HalfReader(bytes.NewReader(encodeFrames(fs))), 2000)
 	if len(r.buf) != minBufferSize {
@@ -88,17 +92,17 @@ func TestReaderSmallBufferCompacts(t *testing.T) {
 func TestReaderGrows(t *testing.T) {
 	big := strings.Repeat("b", 300<<10)
 	fs := []testFrame{
-		{Header{Stream: 1, Type: TypeData}, "small"},
-		{Header{Stream: 1, Type: TypeData}, big},
-		{Header{Stream: 1, Type: TypeData}, big[:100<<10]},
-		{Header{Stream: 1, Type: TypeData}, "small"},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, "small"},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, big},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, big[:100<<10]},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, "small"},
 	}
 	r := NewReader(bytes.NewReader(encodeFrames(fs)), 1<<20)
 	if len(r.buf) != DefaultBufferSize {
 		t.Fatalf("initial buffer %d", len(r.buf))
 	}
 	readAll(t, r, fs)
-	if len(r.buf) < HeaderSize+len(big) || len(r.buf) > HeaderSize+1<<20 {
+	if len(r.buf) < wire.HeaderSize+len(big) || len(r.buf) > wire.HeaderSize+1<<20 {
 		t.Fatalf("buffer %d after a %d-byte frame", len(r.buf), len(big))
 	}
 	// A run of small frames shrinks the buffer back.
@@ -115,30 +119,30 @@ func TestReaderGrows(t *testing.T) {
 	// Growth never goes past the largest frame allowed.
 	r = NewReader(bytes.NewReader(encodeFrames(fs[1:2])), uint32(len(big)))
 	readAll(t, r, fs[1:2])
-	if len(r.buf) != HeaderSize+len(big) {
-		t.Fatalf("buffer %d, want %d", len(r.buf), HeaderSize+len(big))
+	if len(r.buf) != wire.HeaderSize+len(big) {
+		t.Fatalf("buffer %d, want %d", len(r.buf), wire.HeaderSize+len(big))
 	}
 }
 
 func TestReaderBadHeader(t *testing.T) {
 	// The bad header is reported before its payload is read: the reader
 	// holds only the header.
-	b := AppendHeader(nil, Header{Length: 5000, Stream: 1, Type: TypeData})
-	r := NewReader(&chunkReader{t: t, chunks: []string{string(b)}}, 4096)
+	b := wire.AppendHeader(nil, wire.Header{Length: 5000, Stream: 1, Type: wire.TypeData})
+	r := NewReader(&testutil.ChunkReader{T: t, Chunks: []string{string(b)}}, 4096)
 	for range 2 {
 		h, p, err := r.Next()
-		var e *FrameTooLargeError
+		var e *wire.FrameTooLargeError
 		if !errors.As(err, &e) || h.Length != 5000 || p != nil {
 			t.Fatalf("%v %v %v", h, p, err)
 		}
 	}
-	b = AppendFrame(nil, 1, TypeData, 0, []byte("ok"))
-	b = AppendHeader(b, Header{Stream: 0, Type: TypeData})
+	b = wire.AppendFrame(nil, 1, wire.TypeData, 0, []byte("ok"))
+	b = wire.AppendHeader(b, wire.Header{Stream: 0, Type: wire.TypeData})
 	r = NewReader(bytes.NewReader(b), 4096)
 	if _, p, err := r.Next(); err != nil || string(p) != "ok" {
 		t.Fatal(p, err)
 	}
-	var fe *FrameError
+	var fe *wire.FrameError
 	if _, _, err := r.Next(); !errors.As(err, &fe) {
 		t.Fatal(err)
 	}
@@ -150,7 +154,7 @@ func TestReaderEOF(t *testing.T) {
 	if _, _, err := r.Next(); err != io.EOF {
 		t.Fatalf("empty: %v", err)
 	}
-	for _, cut := range []int{1, HeaderSize - 1, HeaderSize, HeaderSize + 2, len(b) - 1} {
+	for _, cut := range []int{1, wire.HeaderSize - 1, wire.HeaderSize, wire.HeaderSize + 2, len(b) - 1} {
 		r := NewReader(bytes.NewReader(b[:cut]), 1024)
 		var err error
 		for err == nil {
@@ -167,7 +171,7 @@ func TestReaderEOF(t *testing.T) {
 	if _, _, err := r.Next(); err != boom {
 		t.Fatalf("read error: %v", err)
 	}
-	r = NewReader(emptyReader{}, 1024)
+	r = NewReader(testutil.EmptyReader{}, 1024)
 	if _, _, err := r.Next(); err != io.ErrNoProgress {
 		t.Fatalf("no progress: %v", err)
 	}
@@ -185,7 +189,7 @@ func (negReader) Read([]byte) (int, error) { return -1, nil }
 // middle of a frame leaves the Reader able to continue.
 func TestReaderTimeoutResumes(t *testing.T) {
 	b := encodeFrames(sampleFrames())
-	r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:7])), DefaultMaxFrameSize)
+	r := NewReader(iotest.TimeoutReader(bytes.NewReader(b[:7])), wire.DefaultMaxFrameSize)
 	if _, _, err := r.Next(); err != iotest.ErrTimeout {
 		t.Fatalf("%v", err)
 	}
@@ -198,12 +202,12 @@ func TestReaderTimeoutResumes(t *testing.T) {
 
 func TestReaderBufferedAndReset(t *testing.T) {
 	b := encodeFrames(sampleFrames())
-	r := NewReader(bytes.NewReader(b), DefaultMaxFrameSize)
+	r := NewReader(bytes.NewReader(b), wire.DefaultMaxFrameSize)
 	if r.Buffered() != 0 {
 		t.Fatal("buffered before reading")
 	}
 	h, _, _ := r.Next()
-	if r.Buffered() != len(b)-HeaderSize-int(h.Length) {
+	if r.Buffered() != len(b)-wire.HeaderSize-int(h.Length) {
 		t.Fatalf("Buffered %d", r.Buffered())
 	}
 	r.Reset(bytes.NewReader(b))
@@ -214,9 +218,9 @@ func TestReaderBufferedAndReset(t *testing.T) {
 }
 
 func TestReaderAllocs(t *testing.T) {
-	frame := AppendFrame(nil, 1, TypeData, 0, make([]byte, 1024))
+	frame := wire.AppendFrame(nil, 1, wire.TypeData, 0, make([]byte, 1024))
 	src := &repeatReader{b: bytes.Repeat(frame, 10)}
-	r := NewReader(src, DefaultMaxFrameSize)
+	r := NewReader(src, wire.DefaultMaxFrameSize)
 	if n := testing.AllocsPerRun(1000, func() {
 		if _, _, err := r.Next(); err != nil {
 			t.Fatal(err)
@@ -301,16 +305,16 @@ func TestWriterFullAndLarge(t *testing.T) {
 	var want []byte
 	write := func(p []byte) {
 		t.Helper()
-		if err := w.WriteFrame(1, TypeData, 0, p); err != nil {
+		if err := w.WriteFrame(1, wire.TypeData, 0, p); err != nil {
 			t.Fatal(err)
 		}
-		want = AppendFrame(want, 1, TypeData, 0, p)
+		want = wire.AppendFrame(want, 1, wire.TypeData, 0, p)
 	}
 	write(small)
 	write(small)
 	write(small)
 	write(small) // does not fit: flushes the first three
-	if len(rec.writes) != 1 || len(rec.writes[0]) != 3*(HeaderSize+1200) {
+	if len(rec.writes) != 1 || len(rec.writes[0]) != 3*(wire.HeaderSize+1200) {
 		t.Fatalf("writes %d", len(rec.writes))
 	}
 	write(large) // large: buffer, header and payload go out together
@@ -325,12 +329,12 @@ func TestWriterFullAndLarge(t *testing.T) {
 	write(small)
 	write(small)
 	write(small)
-	write(make([]byte, 4096-3*(HeaderSize+1200)-HeaderSize))
+	write(make([]byte, 4096-3*(wire.HeaderSize+1200)-wire.HeaderSize))
 	if w.Buffered() != 4096 {
 		t.Fatalf("buffered %d", w.Buffered())
 	}
 	write(large)
-	if len(rec.writes) != 8 || len(rec.writes[5]) != 4096 || len(rec.writes[6]) != HeaderSize {
+	if len(rec.writes) != 8 || len(rec.writes[5]) != 4096 || len(rec.writes[6]) != wire.HeaderSize {
 		t.Fatalf("%d writes", len(rec.writes))
 	}
 	write(small)
@@ -353,16 +357,16 @@ func TestWriterVectored(t *testing.T) {
 	}()
 	w := NewWriter(c1, 4096)
 	msg := bytes.Repeat([]byte("vector"), 5000)
-	w.WriteFrame(1, TypeHeaders, 0, []byte("h"))
-	if err := w.WriteMessage(1, TypeData, FlagEnd, msg, 16384); err != nil {
+	w.WriteFrame(1, wire.TypeHeaders, 0, []byte("h"))
+	if err := w.WriteMessage(1, wire.TypeData, wire.FlagEnd, msg, 16384); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	c1.Close()
-	want := AppendFrame(nil, 1, TypeHeaders, 0, []byte("h"))
-	want = AppendMessage(want, 1, TypeData, FlagEnd, msg, 16384)
+	want := wire.AppendFrame(nil, 1, wire.TypeHeaders, 0, []byte("h"))
+	want = wire.AppendMessage(want, 1, wire.TypeData, wire.FlagEnd, msg, 16384)
 	if !bytes.Equal(<-got, want) {
 		t.Fatal("bytes differ")
 	}
@@ -372,7 +376,7 @@ func TestWriterErrors(t *testing.T) {
 	boom := errors.New("boom")
 	rec := &recorder{err: boom}
 	w := NewWriter(rec, 4096)
-	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != nil {
+	if err := w.WriteFrame(1, wire.TypeData, 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(); err != boom {
@@ -380,7 +384,7 @@ func TestWriterErrors(t *testing.T) {
 	}
 	// Sticky.
 	rec.err = nil
-	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != boom {
+	if err := w.WriteFrame(1, wire.TypeData, 0, []byte("x")); err != boom {
 		t.Fatal(err)
 	}
 	if err := w.Flush(); err != boom {
@@ -389,43 +393,43 @@ func TestWriterErrors(t *testing.T) {
 	if n, err := w.WriteChunk(&Chunker{}, 10); err != boom || n != 0 {
 		t.Fatal(n, err)
 	}
-	if err := w.WriteMessage(1, TypeData, 0, []byte("x"), 1024); err != boom {
+	if err := w.WriteMessage(1, wire.TypeData, 0, []byte("x"), 1024); err != boom {
 		t.Fatal(err)
 	}
 	w.Reset(rec)
-	if err := w.WriteFrame(1, TypeData, 0, []byte("x")); err != nil || w.Flush() != nil {
+	if err := w.WriteFrame(1, wire.TypeData, 0, []byte("x")); err != nil || w.Flush() != nil {
 		t.Fatal("Reset kept the error")
 	}
 	// Short writes.
 	rec.short = true
-	w.WriteFrame(1, TypeData, 0, []byte("x"))
+	w.WriteFrame(1, wire.TypeData, 0, []byte("x"))
 	if err := w.Flush(); err != io.ErrShortWrite {
 		t.Fatal(err)
 	}
 	w.Reset(rec)
-	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 5000)); err != io.ErrShortWrite {
+	if err := w.WriteFrame(1, wire.TypeData, 0, make([]byte, 5000)); err != io.ErrShortWrite {
 		t.Fatal(err)
 	}
 	// Errors while making room.
 	rec.short, rec.err = false, nil
 	w.Reset(rec)
-	w.WriteFrame(1, TypeData, 0, make([]byte, 3000))
+	w.WriteFrame(1, wire.TypeData, 0, make([]byte, 3000))
 	rec.err = boom
-	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 1500)); err != boom {
+	if err := w.WriteFrame(1, wire.TypeData, 0, make([]byte, 1500)); err != boom {
 		t.Fatal("small path:", err)
 	}
 	rec.err = nil
 	w.Reset(rec)
-	w.WriteFrame(1, TypeData, 0, make([]byte, 4080))
+	w.WriteFrame(1, wire.TypeData, 0, make([]byte, 4080))
 	rec.err = boom
-	if err := w.WriteFrame(1, TypeData, 0, make([]byte, 3000)); err != boom {
+	if err := w.WriteFrame(1, wire.TypeData, 0, make([]byte, 3000)); err != boom {
 		t.Fatal("large path:", err)
 	}
 	// An error mid-message stops it.
 	rec.err = nil
 	w.Reset(rec)
 	rec.err = boom
-	if err := w.WriteMessage(1, TypeData, 0, make([]byte, 20000), 4096); err != boom {
+	if err := w.WriteMessage(1, wire.TypeData, 0, make([]byte, 20000), 4096); err != boom {
 		t.Fatal(err)
 	}
 }
@@ -434,11 +438,11 @@ func TestWriterChunkAndMessage(t *testing.T) {
 	var rec recorder
 	w := NewWriter(&rec, 4096)
 	msg := bytes.Repeat([]byte("0123456789"), 2000)
-	if err := w.WriteMessage(7, TypeData, FlagEnd, msg, 5000); err != nil {
+	if err := w.WriteMessage(7, wire.TypeData, wire.FlagEnd, msg, 5000); err != nil {
 		t.Fatal(err)
 	}
 	var c Chunker
-	c.Reset(9, TypeData, 0, msg[:100])
+	c.Reset(9, wire.TypeData, 0, msg[:100])
 	if n, err := w.WriteChunk(&c, 4); n != -1 || err != nil {
 		t.Fatal(n, err)
 	}
@@ -451,8 +455,8 @@ func TestWriterChunkAndMessage(t *testing.T) {
 		t.Fatal("not done")
 	}
 	w.Flush()
-	want := AppendMessage(nil, 7, TypeData, FlagEnd, msg, 5000)
-	c.Reset(9, TypeData, 0, msg[:100])
+	want := wire.AppendMessage(nil, 7, wire.TypeData, wire.FlagEnd, msg, 5000)
+	c.Reset(9, wire.TypeData, 0, msg[:100])
 	for _, max := range []uint32{50, 1, 1000} {
 		want, _ = c.AppendNext(want, max)
 	}
@@ -464,7 +468,7 @@ func TestWriterChunkAndMessage(t *testing.T) {
 			t.Fatal("no panic for a tiny maxFrame")
 		}
 	}()
-	w.WriteMessage(1, TypeData, 0, msg, 4)
+	w.WriteMessage(1, wire.TypeData, 0, msg, 4)
 }
 
 func TestWriterAllocs(t *testing.T) {
@@ -472,8 +476,8 @@ func TestWriterAllocs(t *testing.T) {
 	p := make([]byte, 1024)
 	big := make([]byte, 1<<20)
 	if n := testing.AllocsPerRun(100, func() {
-		w.WriteFrame(1, TypeData, 0, p)
-		w.WriteMessage(1, TypeData, FlagEnd, big, DefaultMaxFrameSize)
+		w.WriteFrame(1, wire.TypeData, 0, p)
+		w.WriteMessage(1, wire.TypeData, wire.FlagEnd, big, wire.DefaultMaxFrameSize)
 		w.Flush()
 	}); n != 0 {
 		t.Fatalf("%v allocs", n)
@@ -504,7 +508,7 @@ func TestPipeRoundTrip(t *testing.T) {
 			}
 		}
 	}()
-	r := NewReader(c2, DefaultMaxFrameSize)
+	r := NewReader(c2, wire.DefaultMaxFrameSize)
 	var all []testFrame
 	for range 50 {
 		all = append(all, fs...)
@@ -519,12 +523,12 @@ func TestPipeRoundTrip(t *testing.T) {
 func TestReaderNextInto(t *testing.T) {
 	big := func(c byte, n int) string { return strings.Repeat(string(c), n) }
 	fs := []testFrame{
-		{Header{Stream: 1, Type: TypeData, Flags: FlagMore}, big('a', 40000)},
-		{Header{Stream: 1, Type: TypeData, Flags: FlagMore}, big('b', 65536)},
-		{Header{Type: TypePing}, "12345678"},
-		{Header{Stream: 1, Type: TypeData}, big('c', 20000)},
-		{Header{Stream: 3, Type: TypeData}, "small"},
-		{Header{Stream: 1, Type: TypeData}, big('d', 30000)},
+		{wire.Header{Stream: 1, Type: wire.TypeData, Flags: wire.FlagMore}, big('a', 40000)},
+		{wire.Header{Stream: 1, Type: wire.TypeData, Flags: wire.FlagMore}, big('b', 65536)},
+		{wire.Header{Type: wire.TypePing}, "12345678"},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, big('c', 20000)},
+		{wire.Header{Stream: 3, Type: wire.TypeData}, "small"},
+		{wire.Header{Stream: 1, Type: wire.TypeData}, big('d', 30000)},
 	}
 	b := encodeFrames(fs)
 	for name, wrap := range map[string]func(io.Reader) io.Reader{
@@ -534,12 +538,12 @@ func TestReaderNextInto(t *testing.T) {
 		"data+err": iotest.DataErrReader,
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := NewReader(wrap(bytes.NewReader(b)), DefaultMaxFrameSize)
+			r := NewReader(wrap(bytes.NewReader(b)), wire.DefaultMaxFrameSize)
 			var inPlace int
 			for i, f := range fs {
 				var dst []byte
-				h, p, err := r.NextInto(func(h Header, head []byte) ([]byte, int) {
-					if h.Type != TypeData || h.Length < 1000 {
+				h, p, err := r.NextInto(func(h wire.Header, head []byte) ([]byte, int) {
+					if h.Type != wire.TypeData || h.Length < 1000 {
 						return nil, 0
 					}
 					dst = make([]byte, h.Length)
@@ -567,8 +571,8 @@ func TestReaderNextInto(t *testing.T) {
 		})
 	}
 	// A connection that ends inside an in-place payload.
-	r := NewReader(bytes.NewReader(b[:HeaderSize+100]), DefaultMaxFrameSize)
-	_, _, err := r.NextInto(func(h Header, _ []byte) ([]byte, int) { return make([]byte, h.Length), 0 })
+	r := NewReader(bytes.NewReader(b[:wire.HeaderSize+100]), wire.DefaultMaxFrameSize)
+	_, _, err := r.NextInto(func(h wire.Header, _ []byte) ([]byte, int) { return make([]byte, h.Length), 0 })
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated in-place payload: %v, want io.ErrUnexpectedEOF", err)
 	}
@@ -584,10 +588,10 @@ func TestReaderNextIntoPeek(t *testing.T) {
 		msg[i] = byte(i * 7)
 	}
 	var b []byte
-	b = AppendFrame(b, 0, TypePing, 0, []byte("12345678"))
-	b = AppendMessage(b, 1, TypeData, 0, msg, 100000)   // 4 frames, the first with the prefix
-	b = AppendMessage(b, 3, TypeData, 0, msg[:5], 1024) // small: through the buffer
-	b = AppendMessage(b, 1, TypeData, 0, msg[:70000], 1<<20)
+	b = wire.AppendFrame(b, 0, wire.TypePing, 0, []byte("12345678"))
+	b = wire.AppendMessage(b, 1, wire.TypeData, 0, msg, 100000)   // 4 frames, the first with the prefix
+	b = wire.AppendMessage(b, 3, wire.TypeData, 0, msg[:5], 1024) // small: through the buffer
+	b = wire.AppendMessage(b, 1, wire.TypeData, 0, msg[:70000], 1<<20)
 	for name, wrap := range map[string]func(io.Reader) io.Reader{
 		"whole":    func(r io.Reader) io.Reader { return r },
 		"one byte": iotest.OneByteReader,
@@ -600,14 +604,14 @@ func TestReaderNextIntoPeek(t *testing.T) {
 			var n int
 			var got [][]byte
 			var peeks int
-			into := func(h Header, head []byte) ([]byte, int) {
-				if h.Type != TypeData || h.Length < 1000 {
+			into := func(h wire.Header, head []byte) ([]byte, int) {
+				if h.Type != wire.TypeData || h.Length < 1000 {
 					return nil, 0
 				}
 				if asm != nil {
 					return asm[n : n+int(h.Length)], 0
 				}
-				if h.Flags&FlagMore == 0 {
+				if h.Flags&wire.FlagMore == 0 {
 					asm, n = make([]byte, h.Length), 0
 					return asm, 0
 				}
@@ -626,7 +630,7 @@ func TestReaderNextIntoPeek(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if h.Type != TypeData {
+				if h.Type != wire.TypeData {
 					continue
 				}
 				switch {
@@ -636,14 +640,14 @@ func TestReaderNextIntoPeek(t *testing.T) {
 					t.Fatalf("%v: payload not read in place", h)
 				case asm != nil: // small: through the buffer
 					n += copy(asm[n:], p)
-				case h.Flags&FlagMore == 0:
+				case h.Flags&wire.FlagMore == 0:
 					got = append(got, append([]byte(nil), p...))
 					continue
 				default: // a first frame that arrived whole
 					asm = make([]byte, binary.BigEndian.Uint32(p))
 					n = copy(asm, p[4:])
 				}
-				if h.Flags&FlagMore == 0 {
+				if h.Flags&wire.FlagMore == 0 {
 					if n != len(asm) {
 						t.Fatalf("message of %d bytes ends at %d", len(asm), n)
 					}
@@ -670,19 +674,19 @@ func TestReaderNextIntoPeek(t *testing.T) {
 func TestReaderNextIntoAfterSmallFrames(t *testing.T) {
 	var b []byte
 	for i := range 5 {
-		b = AppendFrame(b, uint32(2*i+1), TypeData, 0, bytes.Repeat([]byte{byte(i)}, 40000))
-		b = AppendFrame(b, uint32(2*i+1), TypeTrailers, FlagEnd, []byte("trailer"))
-		b = AppendFrame(b, 0, TypeWindow, 0, []byte{0, 1, 0, 0})
+		b = wire.AppendFrame(b, uint32(2*i+1), wire.TypeData, 0, bytes.Repeat([]byte{byte(i)}, 40000))
+		b = wire.AppendFrame(b, uint32(2*i+1), wire.TypeTrailers, wire.FlagEnd, []byte("trailer"))
+		b = wire.AppendFrame(b, 0, wire.TypeWindow, 0, []byte{0, 1, 0, 0})
 	}
 	for range directRun + 1 {
-		b = AppendFrame(b, 0, TypePing, 0, []byte("12345678"))
+		b = wire.AppendFrame(b, 0, wire.TypePing, 0, []byte("12345678"))
 	}
-	b = AppendFrame(b, 1, TypeData, 0, bytes.Repeat([]byte{9}, 100000))
+	b = wire.AppendFrame(b, 1, wire.TypeData, 0, bytes.Repeat([]byte{9}, 100000))
 	r := NewReader(bytes.NewReader(b), 1<<20)
 	var heads []int
 	for {
-		_, _, err := r.NextInto(func(h Header, head []byte) ([]byte, int) {
-			if h.Type != TypeData {
+		_, _, err := r.NextInto(func(h wire.Header, head []byte) ([]byte, int) {
+			if h.Type != wire.TypeData {
 				return nil, 0
 			}
 			heads = append(heads, len(head))
