@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -315,8 +316,11 @@ func peerOf(conn net.Conn) *peer.Peer {
 	return p
 }
 
-// ServeConn serves one connection and returns when it ends.
+// ServeConn serves one connection and returns when it ends. A
+// *net.UnixConn or *net.TCPConn reads and writes with raw system calls, as
+// the connections of transport.Listen do.
 func (s *Server) ServeConn(conn net.Conn) {
+	conn = rawio.Wrap(conn)
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
 		err := hs.Handshake(ctx)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -247,7 +248,7 @@ func (l *Listener) admit(c net.Conn) *Conn {
 	conn := &Conn{
 		raw:    c,
 		io:     c,
-		rio:    newRawIO(c),
+		rio:    rawio.New(c),
 		srv:    l,
 		policy: l.policy,
 		peer: &peer.Peer{

@@ -1,4 +1,4 @@
-package transport
+package rawio
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawIO reads and writes a unix or tcp socket with raw system calls
+// IO reads and writes a unix or tcp socket with raw system calls
 // (syscall.RawSyscall) inside the runtime poller's RawConn callbacks,
 // instead of the ordinary syscall.Read and Write.
 //
@@ -32,10 +32,10 @@ import (
 // first read or write woke sysmon: measured, that was a tenth of a
 // client's CPU time.
 //
-// Under the race detector the ordinary calls are used (newRawIO returns
+// Under the race detector the ordinary calls are used (New returns
 // nil): they tell it that a write to a socket happens before the read of
 // the same bytes.
-type rawIO struct {
+type IO struct {
 	rc  syscall.RawConn
 	net string // "unix" or "tcp", for errors
 	c   net.Conn
@@ -61,16 +61,16 @@ type rawIO struct {
 // sendFlags are the flags of every raw send.
 const sendFlags = syscall.MSG_DONTWAIT | syscall.MSG_NOSIGNAL
 
-func newRawIO(c net.Conn) *rawIO {
-	if raceEnabled {
+func New(c net.Conn) *IO {
+	if RaceEnabled {
 		return nil
 	}
-	return rawIOFor(c)
+	return For(c)
 }
 
-// rawIOFor is newRawIO under the race detector too, for tests; nil if c is
+// For is New under the race detector too, for tests; nil if c is
 // not a unix or tcp connection.
-func rawIOFor(c net.Conn) *rawIO {
+func For(c net.Conn) *IO {
 	var netw string
 	var sc syscall.Conn
 	switch c := c.(type) {
@@ -85,7 +85,7 @@ func rawIOFor(c net.Conn) *rawIO {
 	if err != nil {
 		return nil
 	}
-	r := &rawIO{rc: rc, net: netw, c: c}
+	r := &IO{rc: rc, net: netw, c: c}
 	r.rfn = r.readFd
 	r.wfn = r.writeFd
 	r.wvfn = r.writevFd
@@ -93,7 +93,7 @@ func rawIOFor(c net.Conn) *rawIO {
 }
 
 // readFd is the RawConn.Read callback: false asks the poller to wait.
-func (r *rawIO) readFd(fd uintptr) bool {
+func (r *IO) readFd(fd uintptr) bool {
 	for {
 		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rb))), uintptr(len(r.rb)), syscall.MSG_DONTWAIT, 0, 0)
 		switch e {
@@ -112,7 +112,7 @@ func (r *rawIO) readFd(fd uintptr) bool {
 
 // writeFd is the RawConn.Write callback: it writes until r.wb is written,
 // returning false to wait for room.
-func (r *rawIO) writeFd(fd uintptr) bool {
+func (r *IO) writeFd(fd uintptr) bool {
 	for r.wn < len(r.wb) {
 		p := r.wb[r.wn:]
 		n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), sendFlags, 0, 0)
@@ -134,7 +134,7 @@ func (r *rawIO) writeFd(fd uintptr) bool {
 // writevFd is the RawConn.Write callback of WriteBuffers: it writes the
 // buffers of r.wv with sendmsg (writev with flags), consuming them, until
 // none is left.
-func (r *rawIO) writevFd(fd uintptr) bool {
+func (r *IO) writevFd(fd uintptr) bool {
 	for {
 		iov := r.iov[:0]
 		for _, b := range *r.wv {
@@ -190,7 +190,7 @@ func consume(v *net.Buffers, n int64) {
 
 // WriteBuffers writes v's buffers with writev, consuming them, as
 // net.Buffers.WriteTo does.
-func (r *rawIO) WriteBuffers(v *net.Buffers) (int64, error) {
+func (r *IO) WriteBuffers(v *net.Buffers) (int64, error) {
 	r.wmu.Lock()
 	r.wv, r.wvn, r.werr = v, 0, 0
 	err := r.rc.Write(r.wvfn)
@@ -200,7 +200,7 @@ func (r *rawIO) WriteBuffers(v *net.Buffers) (int64, error) {
 	return n, r.result("writev", err, errno)
 }
 
-func (r *rawIO) Read(b []byte) (int, error) {
+func (r *IO) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -219,7 +219,7 @@ func (r *rawIO) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (r *rawIO) Write(b []byte) (int, error) {
+func (r *IO) Write(b []byte) (int, error) {
 	r.wmu.Lock()
 	r.wb, r.wn, r.werr = b, 0, 0
 	err := r.rc.Write(r.wfn)
@@ -232,7 +232,7 @@ func (r *rawIO) Write(b []byte) (int, error) {
 // result is the error of a raw op: the RawConn's (a deadline, Close) or
 // the system call's, wrapped as the net package wraps them; nil if
 // neither failed.
-func (r *rawIO) result(op string, err error, errno syscall.Errno) error {
+func (r *IO) result(op string, err error, errno syscall.Errno) error {
 	switch {
 	case err != nil:
 		return r.opError(op, err)
@@ -244,7 +244,7 @@ func (r *rawIO) result(op string, err error, errno syscall.Errno) error {
 
 // opError wraps err as the net package does for Read and Write, unwrapping
 // the RawConn's own *net.OpError first.
-func (r *rawIO) opError(op string, err error) error {
+func (r *IO) opError(op string, err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		err = oe.Err
