@@ -45,6 +45,7 @@ func startBad(t testing.TB, srv *Server) *badEnv {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	useMode(t, srv)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
 		srv.Close()

@@ -35,13 +35,9 @@ type evServer struct {
 	wakes        atomic.Uint64 // sessions rebuilt for a connection that sent something
 }
 
-// testEventLoop makes every Serve use the event loop where it can, so that
-// the package's tests run in both modes; loopsStarted counts the loops
-// started, so that they can tell.
-var (
-	testEventLoop bool
-	loopsStarted  atomic.Uint64
-)
+// loopsStarted counts the event loops started, so that the tests can tell
+// that one served them.
+var loopsStarted atomic.Uint64
 
 // defaultReadTimeout is ServerOptions.ReadTimeout's default.
 const defaultReadTimeout = 30 * time.Second

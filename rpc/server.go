@@ -239,7 +239,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, key)
 		s.mu.Unlock()
 	}()
-	if s.opts.EventLoop || testEventLoop {
+	if s.opts.EventLoop {
 		if handled, err := s.serveEventLoop(l); handled {
 			return err
 		}

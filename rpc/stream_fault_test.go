@@ -319,6 +319,7 @@ func TestStreamClientKilledMidUpload(t *testing.T) {
 		}}
 	}}
 	serveDone := make(chan error, 1)
+	useMode(t, srv)
 	go func() { serveDone <- srv.Serve(l) }()
 	defer func() {
 		srv.Close()

@@ -136,6 +136,7 @@ func tcpServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	useMode(t, srv)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
 		srv.Close()
