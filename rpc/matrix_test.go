@@ -3,27 +3,21 @@ package rpc
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -70,7 +64,7 @@ var mxTransports = []mxTransport{
 		return l, "tcp://" + l.Addr().(*net.TCPAddr).String(), nil
 	}},
 	{name: "tls", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
-		srvConf, cliConf := testTLSConfigs(t)
+		srvConf, cliConf := testutil.TLSConfigs(t)
 		l, err := transport.Listen("tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +79,7 @@ var mxTransports = []mxTransport{
 		return l, l.Endpoint().String(), nil
 	}},
 	{name: "wss", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
-		srvConf, cliConf := testTLSConfigs(t)
+		srvConf, cliConf := testutil.TLSConfigs(t)
 		l, err := transport.Listen("wss://127.0.0.1:0/warren", &transport.ListenConfig{TLS: srvConf})
 		if err != nil {
 			t.Fatal(err)
@@ -118,58 +112,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-var testTLS struct {
-	once           sync.Once
-	server, client *tls.Config
-	err            error
-}
-
-// testTLSConfigs returns a server configuration with a self-signed
-// certificate for 127.0.0.1 and a client configuration that trusts it.
-func testTLSConfigs(t testing.TB) (server, client *tls.Config) {
-	t.Helper()
-	testTLS.once.Do(func() {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber:          big.NewInt(1),
-			Subject:               pkix.Name{CommonName: "warren-test"},
-			NotBefore:             time.Now().Add(-time.Hour),
-			NotAfter:              time.Now().Add(24 * time.Hour),
-			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-			DNSNames:              []string{"localhost"},
-			BasicConstraintsValid: true,
-			IsCA:                  true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		pool := x509.NewCertPool()
-		pool.AddCert(cert)
-		testTLS.server = &tls.Config{
-			Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}},
-			MinVersion:   tls.VersionTLS12,
-		}
-		testTLS.client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	})
-	if testTLS.err != nil {
-		t.Fatal(testTLS.err)
-	}
-	return testTLS.server, testTLS.client
 }
 
 // mxEnv is a server and a client connected over one transport.

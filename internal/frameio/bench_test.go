@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"testing"
 
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -54,30 +54,6 @@ func BenchmarkReader(b *testing.B) {
 	}
 }
 
-// unixPair returns both ends of a connected Unix domain socket.
-func unixPair(b *testing.B) (client, server net.Conn) {
-	b.Helper()
-	l, err := net.Listen("unix", filepath.Join(b.TempDir(), "s"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("unix", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		b.Fatal("accept failed")
-	}
-	return client, server
-}
-
 // echo serves frames back until the connection ends.
 func echo(c net.Conn, done chan<- struct{}) {
 	defer close(done)
@@ -104,7 +80,7 @@ func echo(c net.Conn, done chan<- struct{}) {
 func BenchmarkUnixRoundTrip(b *testing.B) {
 	for _, n := range []int{128, 1 << 10, 64 << 10} {
 		b.Run(sizeName(n), func(b *testing.B) {
-			client, server := unixPair(b)
+			client, server := testutil.UnixPair(b)
 			done := make(chan struct{})
 			go echo(server, done)
 			defer func() {
@@ -137,7 +113,7 @@ func BenchmarkUnixRoundTrip(b *testing.B) {
 func BenchmarkUnixRawPingPong(b *testing.B) {
 	for _, n := range []int{128, 1 << 10, 64 << 10} {
 		b.Run(sizeName(n), func(b *testing.B) {
-			client, server := unixPair(b)
+			client, server := testutil.UnixPair(b)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -175,7 +151,7 @@ func BenchmarkUnixRawPingPong(b *testing.B) {
 // chunked in 64 KiB frames and reassembled at the other end.
 func BenchmarkUnixStream(b *testing.B) {
 	const n = 1 << 20
-	client, server := unixPair(b)
+	client, server := testutil.UnixPair(b)
 	got := make(chan int)
 	go func() {
 		defer close(got)

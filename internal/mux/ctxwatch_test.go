@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -70,7 +71,7 @@ func TestSharedContextCancel(t *testing.T) {
 					errs <- err
 				}()
 			}
-			waitFor(t, func() bool { return client.NumStreams() == 6 })
+			testutil.WaitFor(t, func() bool { return client.NumStreams() == 6 })
 			cancel()
 			for range 4 {
 				select {
@@ -85,7 +86,7 @@ func TestSharedContextCancel(t *testing.T) {
 			// (The callers may see the end before the watch does. The
 			// other calls, woken for nothing, may make theirs the next
 			// watched context.)
-			waitFor(t, func() bool { return mux.WatchedContext(client) != any(shared.Done()) })
+			testutil.WaitFor(t, func() bool { return mux.WatchedContext(client) != any(shared.Done()) })
 			select {
 			case err := <-errs:
 				t.Fatalf("round %d: a call with another context returned early: %v", round, err)
@@ -105,15 +106,3 @@ func TestSharedContextCancel(t *testing.T) {
 }
 
 var errOtherDone = errors.New("completed")
-
-// waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 500 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not reached")
-}

@@ -2,7 +2,20 @@
 // It imports no warren package, so that any package's tests may use it.
 package testutil
 
-import "testing"
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
 
 // ChunkReader returns its Chunks one Read at a time and fails the test if
 // read past them (unless Err is set, which it then returns), so tests can
@@ -33,3 +46,95 @@ func (r *ChunkReader) Read(p []byte) (int, error) {
 type EmptyReader struct{}
 
 func (EmptyReader) Read([]byte) (int, error) { return 0, nil }
+
+// UnixPair returns both ends of a connected Unix domain socket in a
+// temporary directory, closed when the test ends.
+func UnixPair(tb testing.TB) (client, server net.Conn) {
+	tb.Helper()
+	l, err := net.Listen("unix", filepath.Join(tb.TempDir(), "s"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("unix", l.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { client.Close() })
+	server = <-accepted
+	if server == nil {
+		tb.Fatal("accept failed")
+	}
+	tb.Cleanup(func() { server.Close() })
+	return client, server
+}
+
+// WaitFor polls cond until it holds, failing the test after 5 seconds.
+func WaitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var testTLS struct {
+	once           sync.Once
+	server, client *tls.Config
+	err            error
+}
+
+// TLSConfigs returns a server configuration with a self-signed certificate
+// for 127.0.0.1 and localhost, and a client configuration that trusts it.
+// The certificate is made once per test binary.
+func TLSConfigs(tb testing.TB) (server, client *tls.Config) {
+	tb.Helper()
+	testTLS.once.Do(func() {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			testTLS.err = err
+			return
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber:          big.NewInt(1),
+			Subject:               pkix.Name{CommonName: "warren-test"},
+			NotBefore:             time.Now().Add(-time.Hour),
+			NotAfter:              time.Now().Add(24 * time.Hour),
+			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+			DNSNames:              []string{"localhost"},
+			BasicConstraintsValid: true,
+			IsCA:                  true,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			testTLS.err = err
+			return
+		}
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			testTLS.err = err
+			return
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(cert)
+		testTLS.server = &tls.Config{
+			Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}},
+			MinVersion:   tls.VersionTLS12,
+		}
+		testTLS.client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	})
+	if testTLS.err != nil {
+		tb.Fatal(testTLS.err)
+	}
+	return testTLS.server, testTLS.client
+}
