@@ -785,7 +785,7 @@ func TestAbandonedCallReleasesSlot(t *testing.T) {
 		waitCalls(t, e.srv, 0)
 	})
 	t.Run("client deadline during a large request", func(t *testing.T) {
-		e := startBad(t, newBadServer(&ServerOptions{Settings: wire.Settings{InitialWindow: wire.MinWindow}}))
+		e := startBad(t, newBadServer(&ServerOptions{Settings: wire.Settings{InitialWindow: 1 << 10}}))
 		c := e.client(t, nil)
 		checkServing(t, c, "before")
 		big := make([]byte, 3<<20)

@@ -90,10 +90,11 @@ type handoffConn struct {
 // whether conn was taken (and is no longer the caller's).
 func (s *Server) adoptWebSocket(sc *serverConn, conn net.Conn) bool {
 	hc, ok := sc.conn.(*handoffConn)
-	if !ok || hc.adopt == nil || wsframe.Detach == nil {
+	d, isWS := conn.(wsframe.Detacher)
+	if !ok || hc.adopt == nil || !isWS {
 		return false
 	}
-	_, buffered, ok := wsframe.Detach(conn)
+	_, buffered, ok := d.LoopDetach()
 	if !ok {
 		return false
 	}

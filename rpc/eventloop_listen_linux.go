@@ -36,10 +36,10 @@ func loopListenerOf(l net.Listener) (*loopListener, syscall.RawConn) {
 	switch tl := l.(type) {
 	case *transport.Listener:
 		if rc, err = tl.SyscallConn(); err != nil {
-			if tl.Endpoint().Scheme != transport.SchemeWS || wsframe.ListenerSocket == nil {
+			if tl.Endpoint().Scheme != transport.SchemeWS {
 				return nil, nil
 			}
-			if rc, err = wsframe.ListenerSocket(tl); err != nil {
+			if rc, err = wsframe.LoopListener(tl).LoopSocket(); err != nil {
 				return nil, nil
 			}
 			ls.ws = true

@@ -112,7 +112,7 @@ func (l *evLoop) wsHandshake(fd int, p *peer.Peer) {
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, l.hsTimeout)
-		buffered, err := wsframe.ServerHandshake(ctx, l.ls.tl, c)
+		buffered, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(ctx, c)
 		cancel()
 		if err != nil {
 			s.rejected.Add(1)

@@ -37,8 +37,8 @@ const (
 	// system calls (1 MiB messages over a Unix socket go about 1.4 times
 	// as fast as with 64 KiB frames).
 	DefaultMaxFrameSize = 128 << 10
-	// DefaultHandshakeTimeout bounds the preface exchange in New.
-	DefaultHandshakeTimeout = 10 * time.Second
+	// defaultHandshakeTimeout bounds the preface exchange in New.
+	defaultHandshakeTimeout = 10 * time.Second
 	// DefaultCloseTimeout bounds Close.
 	DefaultCloseTimeout = 5 * time.Second
 
@@ -70,7 +70,7 @@ type Options struct {
 	DisallowUnknownFields bool
 
 	// HandshakeTimeout bounds the preface exchange in New; 0 means
-	// DefaultHandshakeTimeout.
+	// 10 s.
 	HandshakeTimeout time.Duration
 	// CloseTimeout bounds Close: how long it waits for writes in progress
 	// and for the peer's end-of-stream marker. 0 means DefaultCloseTimeout.
@@ -165,7 +165,7 @@ func New(conn net.Conn, opts *Options) (*Stream, error) {
 	}
 	timeout := o.HandshakeTimeout
 	if timeout == 0 {
-		timeout = DefaultHandshakeTimeout
+		timeout = defaultHandshakeTimeout
 	}
 	if s.peer, err = handshake(conn, local, timeout); err != nil {
 		return nil, &opError{"handshake", err}

@@ -22,6 +22,7 @@ import (
 // For ws and wss, Read and Write carry the byte stream in binary WebSocket
 // messages (see the package documentation).
 type Conn struct {
+	wsDetach                     // for rpc's event loop (ws_loop.go); set by UpgradeWebSocket
 	raw              net.Conn    // the accepted or dialed connection
 	tls              *tls.Conn   // non-nil for tls and wss
 	ws               *wsConn     // non-nil for ws and wss

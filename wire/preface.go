@@ -27,10 +27,10 @@ const (
 	DefaultInitialWindow  = 1 << 20
 	DefaultMaxStreams     = 1024
 
-	MinFrameSize        = 1 << 10  // smallest MaxFrameSize a side may advertise
+	minFrameSize        = 1 << 10  // smallest MaxFrameSize a side may advertise
 	MaxFrameSizeLimit   = 16 << 20 // largest MaxFrameSize a side may advertise
 	MaxMessageSizeLimit = 1 << 30  // largest MaxMessageSize a side may advertise
-	MinWindow           = 1 << 10  // smallest InitialWindow a side may advertise
+	minWindow           = 1 << 10  // smallest InitialWindow a side may advertise
 	maxWindow           = 1<<31 - 1
 	maxStreamsLimit     = 1<<31 - 1
 )
@@ -93,13 +93,13 @@ func (s Settings) Validate() error {
 		}
 		return nil
 	}
-	if err := check("MaxFrameSize", s.MaxFrameSize, MinFrameSize, MaxFrameSizeLimit); err != nil {
+	if err := check("MaxFrameSize", s.MaxFrameSize, minFrameSize, MaxFrameSizeLimit); err != nil {
 		return err
 	}
 	if err := check("MaxMessageSize", s.MaxMessageSize, 1, MaxMessageSizeLimit); err != nil {
 		return err
 	}
-	if err := check("InitialWindow", s.InitialWindow, MinWindow, maxWindow); err != nil {
+	if err := check("InitialWindow", s.InitialWindow, minWindow, maxWindow); err != nil {
 		return err
 	}
 	return check("MaxStreams", s.MaxStreams, 1, maxStreamsLimit)

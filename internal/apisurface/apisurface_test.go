@@ -63,9 +63,14 @@ func TestExportedNames(t *testing.T) {
 
 // exportedNames returns, for each library package directory under root
 // (relative, slash-separated), the set of its exported names: "Name" for a
-// top-level declaration and "Type.Method" for a method.
+// top-level declaration and "Type.Method" for a method, including the
+// exported methods an exported struct type gets from an embedded field of
+// an unexported type of its package (they are in its method set, and go
+// doc lists them).
 func exportedNames(root string) (map[string]map[string]bool, error) {
 	counts := map[string]map[string]bool{}
+	methods := map[string]map[string][]string{} // dir -> receiver type -> exported methods
+	embeds := map[string]map[string][]string{}  // dir -> exported type -> embedded unexported types
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -110,15 +115,35 @@ func exportedNames(root string) (map[string]map[string]bool, error) {
 				}
 				if decl.Recv == nil {
 					names[decl.Name.Name] = true
-				} else if recv := recvType(decl.Recv.List[0].Type); ast.IsExported(recv) {
+					continue
+				}
+				recv := recvType(decl.Recv.List[0].Type)
+				if ast.IsExported(recv) {
 					names[recv+"."+decl.Name.Name] = true
 				}
+				if methods[dir] == nil {
+					methods[dir] = map[string][]string{}
+				}
+				methods[dir][recv] = append(methods[dir][recv], decl.Name.Name)
 			case *ast.GenDecl:
 				for _, spec := range decl.Specs {
 					switch spec := spec.(type) {
 					case *ast.TypeSpec:
-						if spec.Name.IsExported() {
-							names[spec.Name.Name] = true
+						if !spec.Name.IsExported() {
+							continue
+						}
+						names[spec.Name.Name] = true
+						st, ok := spec.Type.(*ast.StructType)
+						if !ok {
+							continue
+						}
+						for _, f := range st.Fields.List {
+							if e := recvType(f.Type); len(f.Names) == 0 && e != "" && !ast.IsExported(e) {
+								if embeds[dir] == nil {
+									embeds[dir] = map[string][]string{}
+								}
+								embeds[dir][spec.Name.Name] = append(embeds[dir][spec.Name.Name], e)
+							}
 						}
 					case *ast.ValueSpec:
 						for _, n := range spec.Names {
@@ -132,6 +157,15 @@ func exportedNames(root string) (map[string]map[string]bool, error) {
 		}
 		return nil
 	})
+	for dir, types := range embeds {
+		for typ, embedded := range types {
+			for _, e := range embedded {
+				for _, m := range methods[dir][e] {
+					counts[dir][typ+"."+m] = true
+				}
+			}
+		}
+	}
 	return counts, err
 }
 

@@ -334,7 +334,7 @@ func TestFedCalls(t *testing.T) {
 // connection window is 16 KiB, so a lost or duplicated credit would stall
 // the calls or break the protocol within a few of them.
 func TestFedHibernateKeepsWindows(t *testing.T) {
-	small := wire.Settings{InitialWindow: wire.MinWindow, MaxFrameSize: wire.MinFrameSize}
+	small := wire.Settings{InitialWindow: 1 << 10, MaxFrameSize: 1 << 10}
 	l, c := startFed(t, 4096, small, echoOnStream, &mux.Config{Settings: small})
 	l.hibernate.Store(true)
 	ctx := testCtx(t)
