@@ -2,26 +2,17 @@ package wire
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 	"time"
+
+	"github.com/warrenipc/warren/internal/testutil"
 )
 
 var benchSizes = []int{16, 1 << 10, 64 << 10}
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("size=%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("size=%dKiB", n>>10)
-	}
-	return fmt.Sprintf("size=%dB", n)
-}
-
 func BenchmarkAppendFrame(b *testing.B) {
 	for _, n := range benchSizes {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			p := make([]byte, n)
 			buf := make([]byte, 0, HeaderSize+n)
 			b.ReportAllocs()
@@ -35,7 +26,7 @@ func BenchmarkAppendFrame(b *testing.B) {
 
 func BenchmarkParseFrame(b *testing.B) {
 	for _, n := range benchSizes {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			frame := AppendFrame(nil, 1, TypeData, FlagEnd, make([]byte, n))
 			b.ReportAllocs()
 			b.SetBytes(int64(len(frame)))
@@ -97,7 +88,7 @@ func BenchmarkTrailer(b *testing.B) {
 // BenchmarkAssembler reassembles a 1 MiB message sent in 64 KiB frames.
 func BenchmarkAssembler(b *testing.B) {
 	for _, n := range []int{1 << 10, 1 << 20} {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			msg := bytes.Repeat([]byte("x"), n)
 			frames := AppendMessage(nil, 1, TypeData, FlagEnd, msg, DefaultMaxFrameSize)
 			var hs []Header

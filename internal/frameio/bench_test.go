@@ -2,7 +2,6 @@ package frameio
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -13,19 +12,9 @@ import (
 
 var benchSizes = []int{16, 1 << 10, 64 << 10}
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("size=%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("size=%dKiB", n>>10)
-	}
-	return fmt.Sprintf("size=%dB", n)
-}
-
 func BenchmarkWriter(b *testing.B) {
 	for _, n := range benchSizes {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			w := NewWriter(io.Discard, 0)
 			p := make([]byte, n)
 			b.ReportAllocs()
@@ -40,7 +29,7 @@ func BenchmarkWriter(b *testing.B) {
 
 func BenchmarkReader(b *testing.B) {
 	for _, n := range benchSizes {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			frame := wire.AppendFrame(nil, 1, wire.TypeData, 0, make([]byte, n))
 			r := NewReader(&repeatReader{b: bytes.Repeat(frame, 8)}, wire.DefaultMaxFrameSize)
 			b.ReportAllocs()
@@ -79,7 +68,7 @@ func echo(c net.Conn, done chan<- struct{}) {
 // echo: one sequential round trip per iteration.
 func BenchmarkUnixRoundTrip(b *testing.B) {
 	for _, n := range []int{128, 1 << 10, 64 << 10} {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			client, server := testutil.UnixPair(b)
 			done := make(chan struct{})
 			go echo(server, done)
@@ -112,7 +101,7 @@ func BenchmarkUnixRoundTrip(b *testing.B) {
 // bytes echoed with bare Read and Write calls.
 func BenchmarkUnixRawPingPong(b *testing.B) {
 	for _, n := range []int{128, 1 << 10, 64 << 10} {
-		b.Run(sizeName(n), func(b *testing.B) {
+		b.Run(testutil.SizeName(n), func(b *testing.B) {
 			client, server := testutil.UnixPair(b)
 			done := make(chan struct{})
 			go func() {

@@ -1,4 +1,5 @@
-// Package testutil holds helpers shared by the tests of several packages.
+// Package testutil holds helpers shared by the tests and benchmarks of
+// several packages.
 // It imports no warren package, so that any package's tests may use it.
 package testutil
 
@@ -9,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -137,4 +139,16 @@ func TLSConfigs(tb testing.TB) (server, client *tls.Config) {
 		tb.Fatal(testTLS.err)
 	}
 	return testTLS.server, testTLS.client
+}
+
+// SizeName names a sub-benchmark by a size: "size=16B", "size=64KiB",
+// "size=1MiB".
+func SizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("size=%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("size=%dKiB", n>>10)
+	}
+	return fmt.Sprintf("size=%dB", n)
 }
