@@ -353,7 +353,7 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
 		into = *rb
 	}
-	st, err := s.OpenInto(ctx, method, cd.ID(), timeout, o.md.pairs(), data, true, into)
+	st, err := s.Open(ctx, mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into})
 	if err != nil {
 		return drained(err) || isConnErr(err), callError(err)
 	}

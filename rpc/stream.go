@@ -239,7 +239,7 @@ func (c *serverCall) endStream(header []string, code status.Code, msg string, de
 		c.hs.end(header, code, msg, details, trailer)
 		return
 	}
-	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
+	c.st.Finish(c, mux.Reply{Header: header, Code: code, Message: msg, Details: details, Trailer: trailer})
 }
 
 func (c *serverCall) invokeStream() (err error) {
@@ -334,7 +334,7 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 			if s, err = c.session(ctx); err != nil {
 				return err
 			}
-			cs.st, err = s.Open(ctx, method, cs.cd.ID(), timeout, cs.o.md.pairs(), nil, false)
+			cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
 			if err == nil || attempt > 0 || !(drained(err) || isConnErr(err)) {
 				break
 			}

@@ -22,7 +22,7 @@ func benchServerConfig() *mux.Config {
 			st.Refuse(status.Internal, "no request")
 			return
 		}
-		st.Finish(ctx, nil, b.B, true, status.OK, "", nil, nil)
+		st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
 		pool.Put(b)
 	}
 	return &mux.Config{
@@ -34,7 +34,7 @@ func benchServerConfig() *mux.Config {
 // benchCall makes one unary-style call: Open with the request and
 // half-close, Recv the reply, Recv the end, Release.
 func benchCall(ctx context.Context, c *mux.Session, msg []byte) error {
-	st, err := c.Open(ctx, "Bench.Echo", 0, 0, nil, msg, true)
+	st, err := c.Open(ctx, mux.Call{Method: "Bench.Echo", Msg: msg, End: true})
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func BenchmarkStream(b *testing.B) {
 				m, err := st.Recv(ctx)
 				if err != nil {
 					if err == io.EOF {
-						st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+						st.Finish(ctx, mux.Reply{Code: status.OK})
 					}
 					return
 				}
@@ -121,7 +121,7 @@ func BenchmarkStream(b *testing.B) {
 		}()
 	}}
 	c, _ := newPair(b, connKind{"unix", socketPair}, nil, cfg)
-	st, err := c.Open(ctx, "Bench.Sink", 0, 0, nil, nil, false)
+	st, err := c.Open(ctx, mux.Call{Method: "Bench.Sink"})
 	if err != nil {
 		b.Fatal(err)
 	}

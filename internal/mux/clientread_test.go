@@ -68,7 +68,7 @@ func TestCancelInterruptsOwnRead(t *testing.T) {
 			raw, c := rawServer(t, connKinds[1], nil, wire.Settings{})
 			ctx, cancel := context.WithCancel(testCtx(t))
 			defer cancel()
-			st, err := c.Open(ctx, "Svc.Slow", 0, 0, nil, []byte("req"), true)
+			st, err := c.Open(ctx, mux.Call{Method: "Svc.Slow", Msg: []byte("req"), End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestCancelInterruptsOwnRead(t *testing.T) {
 			// The next call reads on from where the canceled one stopped.
 			ctx2, cancel2 := context.WithCancel(testCtx(t))
 			defer cancel2()
-			st2, err := c.Open(ctx2, "Svc.Echo", 0, 0, nil, []byte("again"), true)
+			st2, err := c.Open(ctx2, mux.Call{Method: "Svc.Echo", Msg: []byte("again"), End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestOwnReadContexts(t *testing.T) {
 	}
 	call := func(ctx context.Context, reply []byte, late time.Duration) error {
 		t.Helper()
-		st, err := c.Open(ctx, "Svc.Echo", 0, 0, nil, []byte("req"), true)
+		st, err := c.Open(ctx, mux.Call{Method: "Svc.Echo", Msg: []byte("req"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestOwnReadContexts(t *testing.T) {
 	// A read for context b, with a cancelled meanwhile: not interrupted.
 	b, cancelB := context.WithCancel(testCtx(t))
 	defer cancelB()
-	st, err := c.Open(b, "Svc.Echo", 0, 0, nil, []byte("req"), true)
+	st, err := c.Open(b, mux.Call{Method: "Svc.Echo", Msg: []byte("req"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestOwnReadContexts(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		cancelB()
 	}()
-	st, err = c.Open(b, "Svc.Echo", 0, 0, nil, []byte("req"), true)
+	st, err = c.Open(b, mux.Call{Method: "Svc.Echo", Msg: []byte("req"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}

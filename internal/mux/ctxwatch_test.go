@@ -30,7 +30,7 @@ func TestSharedContextCancel(t *testing.T) {
 			defer pool.Put(b)
 			select {
 			case <-release:
-				st.Finish(ctx, nil, b.B, true, status.OK, "", nil, nil)
+				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
 			case <-ctx.Done():
 			}
 		})

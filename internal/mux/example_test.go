@@ -32,7 +32,7 @@ func Example() {
 				for {
 					m, err := st.Recv(ctx)
 					if err == io.EOF { // the client half-closed
-						st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+						st.Finish(ctx, mux.Reply{Code: status.OK})
 						return
 					}
 					if err != nil {
@@ -59,7 +59,7 @@ func Example() {
 	}
 	server := <-servers
 
-	st, err := client.Open(ctx, "Echo.Upper", 0, 0, nil, nil, false)
+	st, err := client.Open(ctx, mux.Call{Method: "Echo.Upper"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,11 +91,11 @@ func Example() {
 	// status: ok
 }
 
-// A client lends the memory a large reply is to end up in (OpenInto, or
+// A client lends the memory a large reply is to end up in (Call.Recv, or
 // RecvInto), so that the reply is read from the socket straight into it. Lending needs a
 // connection whose reads can be interrupted and resumed, such as a unix
 // socket.
-func ExampleSession_OpenInto() {
+func ExampleSession_Open_recv() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "mux-example")
 	if err != nil {
@@ -120,7 +120,7 @@ func ExampleSession_OpenInto() {
 				if err != nil {
 					return
 				}
-				st.Finish(ctx, nil, m.B, true, status.OK, "", nil, nil)
+				st.Finish(ctx, mux.Reply{Msg: m.B, HasMsg: true, Code: status.OK})
 			})
 		}})
 		if err != nil {
@@ -140,9 +140,9 @@ func ExampleSession_OpenInto() {
 
 	req := bytes.Repeat([]byte("w"), 100<<10)
 	reply := make([]byte, 1<<20) // reused from call to call
-	// OpenInto offers reply's memory for the first message received: a
+	// Call.Recv offers reply's memory for the first message received: a
 	// stream may write it until Release returns.
-	st, err := client.OpenInto(ctx, "Blob.Echo", 0, 0, nil, req, true, reply)
+	st, err := client.Open(ctx, mux.Call{Method: "Blob.Echo", Msg: req, End: true, Recv: reply})
 	if err != nil {
 		log.Fatal(err)
 	}

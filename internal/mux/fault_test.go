@@ -210,7 +210,7 @@ func TestReceiverMessageLimit(t *testing.T) {
 				}
 				received <- recvResult{len(b.B), nil}
 				pool.Put(b)
-				st.Finish(ctx, nil, nil, false, status.OK, "accepted", nil, nil)
+				st.Finish(ctx, mux.Reply{Code: status.OK, Message: "accepted"})
 			})
 			raw, s := rawClient(t, connKinds[1], ts.config(set), wire.Settings{})
 			raw.mustWrite(headersFrame(1, 0, "upload"))
@@ -245,7 +245,7 @@ func TestReceiverMessageLimit(t *testing.T) {
 		t.Run("client/"+tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			raw, c := rawServer(t, connKinds[1], &mux.Config{Settings: set}, wire.Settings{})
-			st, err := c.Open(ctx, "download", 0, 0, nil, nil, true)
+			st, err := c.Open(ctx, mux.Call{Method: "download", End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -319,7 +319,7 @@ func TestConnectionLoss(t *testing.T) {
 				errs := make(chan error, streams)
 				opened := make(chan struct{}, streams)
 				for i := range streams {
-					st, err := c.Open(ctx, "hold", 0, 0, nil, []byte{byte(i)}, false)
+					st, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte{byte(i)}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -333,7 +333,7 @@ func TestConnectionLoss(t *testing.T) {
 				for range streams {
 					<-opened
 				}
-				three, err := c.Open(ctx, "three", 0, 0, nil, nil, false)
+				three, err := c.Open(ctx, mux.Call{Method: "three"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -372,7 +372,7 @@ func TestConnectionLoss(t *testing.T) {
 					t.Fatalf("Recv after the delivered messages = %v, want *ConnError", err)
 				}
 				three.Release()
-				if _, err := c.Open(ctx, "hold", 0, 0, nil, nil, true); !errors.As(err, &ce) {
+				if _, err := c.Open(ctx, mux.Call{Method: "hold", End: true}); !errors.As(err, &ce) {
 					t.Fatalf("Open after the loss = %v, want *ConnError", err)
 				}
 				if err := waitDone(t, s); !errors.As(err, &ce) {
@@ -410,7 +410,7 @@ func TestCancelWhileDataFlows(t *testing.T) {
 		for range goroutines {
 			wg.Go(func() {
 				for range rounds {
-					st, err := c.Open(ctx, "flood", 0, 0, nil, nil, false)
+					st, err := c.Open(ctx, mux.Call{Method: "flood"})
 					if err != nil {
 						t.Error(err)
 						return
@@ -507,7 +507,7 @@ func TestClientRejectsBadServerFrames(t *testing.T) {
 			t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 			ctx := testCtx(t)
 			raw, c := rawServer(t, connKinds[1], &mux.Config{Settings: wire.Settings{InitialWindow: 1 << 10}}, wire.Settings{})
-			st, err := c.Open(ctx, "m", 0, 0, nil, nil, true)
+			st, err := c.Open(ctx, mux.Call{Method: "m", End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -532,7 +532,7 @@ func TestClientRejectsBadServerFrames(t *testing.T) {
 func TestOversizedFrameFromServer(t *testing.T) {
 	ctx := testCtx(t)
 	raw, c := rawServer(t, connKinds[1], &mux.Config{Settings: wire.Settings{MaxFrameSize: 1 << 10}}, wire.Settings{})
-	st, err := c.Open(ctx, "m", 0, 0, nil, nil, true)
+	st, err := c.Open(ctx, mux.Call{Method: "m", End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +608,7 @@ func TestPipelinedCallsRefused(t *testing.T) {
 		c, _ := newPair(t, k, nil, scfg)
 		var streams []*mux.Stream
 		for i := range calls {
-			st, err := c.Open(ctx, "m", 0, 0, nil, []byte{byte(i)}, true)
+			st, err := c.Open(ctx, mux.Call{Method: "m", Msg: []byte{byte(i)}, End: true})
 			if err != nil {
 				t.Fatalf("Open %d: %v", i, err)
 			}

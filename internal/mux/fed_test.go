@@ -261,17 +261,17 @@ func echoOnStream(l *fedLoop) mux.Config {
 			defer l.inflight.Add(-1)
 			b, err := st.Recv(context.Background())
 			if err != nil {
-				st.Finish(context.Background(), nil, nil, false, status.Internal, err.Error(), nil, nil)
+				st.Finish(context.Background(), mux.Reply{Code: status.Internal, Message: err.Error()})
 				return
 			}
-			st.Finish(context.Background(), nil, b.B, true, status.OK, "", nil, nil)
+			st.Finish(context.Background(), mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
 			pool.Put(b)
 		}()
 	}}
 }
 
 func fedCall(ctx context.Context, c *mux.Session, msg []byte) ([]byte, error) {
-	st, err := c.Open(ctx, "/Echo", 0, 0, nil, msg, true)
+	st, err := c.Open(ctx, mux.Call{Method: "/Echo", Msg: msg, End: true})
 	if err != nil {
 		return nil, err
 	}
@@ -383,13 +383,13 @@ func TestFedHibernateRefusedWhileBusy(t *testing.T) {
 			l.inflight.Add(1)
 			go func() {
 				<-release
-				st.Finish(context.Background(), nil, []byte("ok"), true, status.OK, "", nil, nil)
+				st.Finish(context.Background(), mux.Reply{Msg: []byte("ok"), HasMsg: true, Code: status.OK})
 				l.inflight.Add(-1)
 			}()
 		}}
 	}, nil)
 	ctx := testCtx(t)
-	st, err := c.Open(ctx, "/Hold", 0, 0, nil, []byte("x"), true)
+	st, err := c.Open(ctx, mux.Call{Method: "/Hold", Msg: []byte("x"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,12 +431,12 @@ func TestFedSlowReader(t *testing.T) {
 			l.inflight.Add(1)
 			go func() {
 				defer l.inflight.Add(-1)
-				st.Finish(context.Background(), nil, big, true, status.OK, "", nil, nil)
+				st.Finish(context.Background(), mux.Reply{Msg: big, HasMsg: true, Code: status.OK})
 			}()
 		}}
 	}, nil)
 	ctx := testCtx(t)
-	st, err := c.Open(ctx, "/Big", 0, 0, nil, nil, true)
+	st, err := c.Open(ctx, mux.Call{Method: "/Big", End: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 							err = nil
 						}
 						stalled <- err
-						st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+						st.Finish(ctx, mux.Reply{Code: status.OK})
 						return
 					}
 					if err != nil {
@@ -79,7 +79,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 				}
 			})
 		c, _ := newPair(t, k, nil, ts.config(wire.Settings{InitialWindow: window}))
-		st, err := c.Open(ctx, "stall", 0, 0, nil, nil, false)
+		st, err := c.Open(ctx, mux.Call{Method: "stall"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 
 		// Other streams keep flowing: a long-lived streaming echo and many
 		// calls, together several times the stalled stream's window.
-		es, err := c.Open(ctx, "echo-stream", 0, 0, nil, nil, false)
+		es, err := c.Open(ctx, mux.Call{Method: "echo-stream"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestFlowControlSmallWindow(t *testing.T) {
 			c, _ := newPair(t, connKinds[1], &mux.Config{Settings: set}, ts.config(set))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			st, err := c.Open(ctx, "echo", 0, 0, nil, nil, false)
+			st, err := c.Open(ctx, mux.Call{Method: "echo"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestFlowControlBoundsChunkedMessages(t *testing.T) {
 	ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) { <-ctx.Done() })
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: window, MaxFrameSize: frame}))
 	ctx := testCtx(t)
-	st, err := c.Open(ctx, "stall", 0, 0, nil, nil, false)
+	st, err := c.Open(ctx, mux.Call{Method: "stall"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestConnectionCreditReturned(t *testing.T) {
 		c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: window}))
 		for i := range rounds {
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := c.Open(sctx, "ignore", 0, 0, nil, make([]byte, window), false)
+			st, err := c.Open(sctx, mux.Call{Method: "ignore", Msg: make([]byte, window)})
 			cancel()
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
@@ -265,12 +265,12 @@ func TestConnectionCreditReturned(t *testing.T) {
 			case <-ctx.Done():
 				return
 			}
-			st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+			st.Finish(ctx, mux.Reply{Code: status.OK})
 		})
 		c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: window}))
 		for i := range rounds {
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := c.Open(sctx, "ignore", 0, 0, nil, make([]byte, window), false)
+			st, err := c.Open(sctx, mux.Call{Method: "ignore", Msg: make([]byte, window)})
 			cancel()
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
@@ -291,11 +291,11 @@ func TestConnectionCreditReturned(t *testing.T) {
 		ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) {
 			// Half a window: one frame, sent without waiting for the client
 			// (which reads only while it waits for something).
-			finished <- st.Finish(ctx, nil, make([]byte, window/2), true, status.OK, "", nil, nil)
+			finished <- st.Finish(ctx, mux.Reply{Msg: make([]byte, window/2), HasMsg: true, Code: status.OK})
 		})
 		c, _ := newPair(t, connKinds[1], &mux.Config{Settings: wire.Settings{InitialWindow: window}}, ts.config(wire.Settings{}))
 		for i := range rounds {
-			st, err := c.Open(ctx, "reply", 0, 0, nil, nil, true)
+			st, err := c.Open(ctx, mux.Call{Method: "reply", End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestLargeMessageDoesNotStallOthers(t *testing.T) {
 			}
 			pool.Put(b)
 			bigErr <- err
-			st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+			st.Finish(ctx, mux.Reply{Code: status.OK})
 		})
 		cc, sc := k.pair(t)
 		started := make(chan struct{})
@@ -390,7 +390,7 @@ func TestBidirectionalBulk(t *testing.T) {
 		c, _ := newPair(t, k, nil, ts.config(wire.Settings{}))
 		var wg sync.WaitGroup
 		for s := range streams {
-			st, err := c.Open(ctx, "echo", 0, 0, nil, nil, false)
+			st, err := c.Open(ctx, mux.Call{Method: "echo"})
 			if err != nil {
 				t.Fatal(err)
 			}

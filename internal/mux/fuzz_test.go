@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
@@ -38,11 +39,11 @@ func FuzzClientReplies(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		mem := make([]byte, 32<<10)
-		st1, err := c.OpenInto(ctx, "Svc.A", 0, 0, nil, []byte("a"), true, mem[:0])
+		st1, err := c.Open(ctx, mux.Call{Method: "Svc.A", Msg: []byte("a"), End: true, Recv: mem[:0]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		st3, err := c.Open(ctx, "Svc.B", 0, 0, nil, []byte("b"), true)
+		st3, err := c.Open(ctx, mux.Call{Method: "Svc.B", Msg: []byte("b"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -313,7 +313,7 @@ func echoUnary(ctx context.Context, st *mux.Stream, _ callInfo) {
 		return
 	}
 	defer pool.Put(b)
-	st.Finish(ctx, nil, b.B, true, status.OK, "", nil, nil)
+	st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
 }
 
 // echoStream sends every message back and finishes at the client's
@@ -322,7 +322,7 @@ func echoStream(ctx context.Context, st *mux.Stream, _ callInfo) {
 	for {
 		b, err := st.Recv(ctx)
 		if err == io.EOF {
-			st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+			st.Finish(ctx, mux.Reply{Code: status.OK})
 			return
 		}
 		if err != nil {
@@ -382,7 +382,7 @@ func collect(ctx context.Context, st *mux.Stream) (result, error) {
 
 // call opens a stream, sends msg, half-closes and collects the reply.
 func call(ctx context.Context, s *mux.Session, method string, msg []byte) (result, error) {
-	st, err := s.Open(ctx, method, 0, 0, nil, msg, true)
+	st, err := s.Open(ctx, mux.Call{Method: method, Msg: msg, End: true})
 	if err != nil {
 		return result{}, err
 	}

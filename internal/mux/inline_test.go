@@ -87,7 +87,7 @@ func TestRunInlineTakeover(t *testing.T) {
 				case <-fastDone:
 				case <-time.After(testTimeout):
 				}
-				st.Finish(ctx, nil, b.B, true, status.OK, "", nil, nil)
+				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
 				pool.Put(b)
 			},
 		}}
@@ -182,7 +182,7 @@ func TestRunInlineRecvAndSend(t *testing.T) {
 					return
 				}
 			}
-			st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+			st.Finish(ctx, mux.Reply{Code: status.OK})
 		},
 	}}
 	forKinds(t, func(t *testing.T, k connKind) {
@@ -221,7 +221,7 @@ func TestCloseWaitsForInlineHandler(t *testing.T) {
 	}}
 	c, s := newPair(t, connKinds[1], nil, is.config(wire.Settings{}))
 	ctx := testCtx(t)
-	st, err := c.Open(ctx, "block", 0, 0, nil, []byte("x"), true)
+	st, err := c.Open(ctx, mux.Call{Method: "block", Msg: []byte("x"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 // stream may write into b until Release or Close returns, so the caller
 // must not use b before then, except through what Recv returned. A reply
 // may arrive before RecvInto is called (a background reader can read while
-// a large request is being sent); OpenInto makes the offer before the call
+// a large request is being sent); Open (Call.Recv) makes the offer before the call
 // is sent. On a connection whose reads cannot be interrupted and resumed
 // (TLS, WebSocket), no message is read in place, but a small one is still
 // copied into b.

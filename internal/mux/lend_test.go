@@ -60,13 +60,13 @@ func TestRecvIntoReadsInPlace(t *testing.T) {
 					otherDone := make(chan error, 1)
 					if rd.busy {
 						var err error
-						if other, err = c.Open(ctx, "Svc.Other", 0, 0, nil, []byte("o"), true); err != nil {
+						if other, err = c.Open(ctx, mux.Call{Method: "Svc.Other", Msg: []byte("o"), End: true}); err != nil {
 							t.Fatal(err)
 						}
 						awaitCall(raw, other.ID())
 						go func() { otherDone <- recvErr(ctx, other) }()
 					}
-					st, err := c.Open(ctx, "Svc.Big", 0, 0, nil, []byte("req"), true)
+					st, err := c.Open(ctx, mux.Call{Method: "Svc.Big", Msg: []byte("req"), End: true})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -124,13 +124,13 @@ func TestRecvIntoReleaseDuringRead(t *testing.T) {
 			otherDone := make(chan error, 1)
 			if busy {
 				var err error
-				if other, err = c.Open(testCtx(t), "Svc.Other", 0, 0, nil, []byte("o"), true); err != nil {
+				if other, err = c.Open(testCtx(t), mux.Call{Method: "Svc.Other", Msg: []byte("o"), End: true}); err != nil {
 					t.Fatal(err)
 				}
 				awaitCall(raw, other.ID())
 				go func() { otherDone <- recvErr(testCtx(t), other) }()
 			}
-			st, err := c.Open(ctx, "Svc.Big", 0, 0, nil, []byte("req"), true)
+			st, err := c.Open(ctx, mux.Call{Method: "Svc.Big", Msg: []byte("req"), End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestRecvIntoReleaseDuringRead(t *testing.T) {
 			raw.mustWrite(f[cut:], trailersFrame(1, status.OK, ""))
 
 			// A later call: its reply comes after the rest of the first.
-			st2, err := c.Open(testCtx(t), "Svc.Echo", 0, 0, nil, []byte("again"), true)
+			st2, err := c.Open(testCtx(t), mux.Call{Method: "Svc.Echo", Msg: []byte("again"), End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func endOther(t *testing.T, raw *rawPeer, other *mux.Stream, done <-chan error) 
 func TestRecvIntoOnce(t *testing.T) {
 	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{MaxFrameSize: 256 << 10, InitialWindow: 1 << 20})
 	ctx := testCtx(t)
-	st, err := c.Open(ctx, "Svc.Two", 0, 0, nil, []byte("req"), true)
+	st, err := c.Open(ctx, mux.Call{Method: "Svc.Two", Msg: []byte("req"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestRecvIntoOnce(t *testing.T) {
 	}
 }
 
-// TestRecvIntoRefusedOpen: an OpenInto refused by MaxStreams gives its
+// TestRecvIntoRefusedOpen: an Open with Call.Recv refused by MaxStreams gives its
 // stream back to the pool without the caller's memory, which the caller
 // owns again: the next call on that stream, which offers none, gets its
 // reply in memory of its own, and the first caller's is not written.
@@ -262,17 +262,17 @@ func TestRecvIntoRefusedOpen(t *testing.T) {
 	forKinds(t, func(t *testing.T, k connKind) {
 		raw, c := rawServer(t, k, nil, wire.Settings{MaxStreams: 1})
 		ctx := testCtx(t)
-		st1, err := c.Open(ctx, "Svc.A", 0, 0, nil, []byte("a"), true)
+		st1, err := c.Open(ctx, mux.Call{Method: "Svc.A", Msg: []byte("a"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		awaitCall(raw, st1.ID())
 		mem := bytes.Repeat([]byte{'M'}, 64)
-		if _, err := c.OpenInto(ctx, "Svc.B", 0, 0, nil, []byte("b"), true, mem); !errors.Is(err, mux.ErrTooManyStreams) {
-			t.Fatalf("OpenInto = %v, want ErrTooManyStreams", err)
+		if _, err := c.Open(ctx, mux.Call{Method: "Svc.B", Msg: []byte("b"), End: true, Recv: mem}); !errors.Is(err, mux.ErrTooManyStreams) {
+			t.Fatalf("Open = %v, want ErrTooManyStreams", err)
 		}
 		st1.Cancel() // out of the table, not released
-		st2, err := c.Open(ctx, "Svc.C", 0, 0, nil, []byte("c"), true)
+		st2, err := c.Open(ctx, mux.Call{Method: "Svc.C", Msg: []byte("c"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,7 +341,7 @@ func TestWindowForStreamsNotYetOpen(t *testing.T) {
 			mem := make([]byte, 4096)
 			for i := range 150 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%5)*time.Millisecond)
-				st, err := c.OpenInto(ctx, "S.M", 0, 0, nil, bytes.Repeat([]byte{'q'}, 1024), true, mem[:0])
+				st, err := c.Open(ctx, mux.Call{Method: "S.M", Msg: bytes.Repeat([]byte{'q'}, 1024), End: true, Recv: mem[:0]})
 				if err != nil {
 					cancel()
 					t.Errorf("call %d: %v", i, err)

@@ -30,21 +30,21 @@ func TestUnaryCall(t *testing.T) {
 				}
 				defer pool.Put(b)
 				if c.Codec != 7 || c.Timeout != 1500*time.Millisecond || !slices.Equal(c.MD, wantMD) {
-					st.Finish(ctx, nil, nil, false, status.InvalidArgument, fmt.Sprintf("call header %+v", c), nil, nil)
+					st.Finish(ctx, mux.Reply{Code: status.InvalidArgument, Message: fmt.Sprintf("call header %+v", c)})
 					return
 				}
 				if _, err := st.Recv(ctx); err != io.EOF {
-					st.Finish(ctx, nil, nil, false, status.InvalidArgument, fmt.Sprintf("second Recv: %v, want EOF", err), nil, nil)
+					st.Finish(ctx, mux.Reply{Code: status.InvalidArgument, Message: fmt.Sprintf("second Recv: %v, want EOF", err)})
 					return
 				}
-				st.Finish(ctx, []string{"h", "1"}, append([]byte("re:"), b.B...), true, status.OK, "", nil, []string{"t", "2"})
+				st.Finish(ctx, mux.Reply{Header: []string{"h", "1"}, Msg: append([]byte("re:"), b.B...), HasMsg: true, Code: status.OK, Trailer: []string{"t", "2"}})
 			}).
 			handle("fail", func(ctx context.Context, st *mux.Stream, c callInfo) {
-				st.Finish(ctx, nil, nil, false, status.NotFound, "no such key", [][]byte{[]byte("d1"), []byte("d2")}, nil)
+				st.Finish(ctx, mux.Reply{Code: status.NotFound, Message: "no such key", Details: [][]byte{[]byte("d1"), []byte("d2")}})
 			})
 		c, s := newPair(t, k, nil, ts.config(wire.Settings{}))
 
-		st, err := c.Open(ctx, "meta", 7, 1500*time.Millisecond, wantMD, []byte("ping"), true)
+		st, err := c.Open(ctx, mux.Call{Method: "meta", Codec: 7, Timeout: 1500 * time.Millisecond, Metadata: wantMD, Msg: []byte("ping"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestUnaryCall(t *testing.T) {
 		}
 		st.Release()
 
-		st, err = c.Open(ctx, "fail", 0, 0, nil, nil, true)
+		st, err = c.Open(ctx, mux.Call{Method: "fail", End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestStreamIDs(t *testing.T) {
 	c, _ := newPair(t, connKinds[0], nil, ts.config(wire.Settings{}))
 	var want []uint32
 	for i := range 10 {
-		st, err := c.Open(ctx, "echo", 0, 0, nil, []byte{byte(i)}, true)
+		st, err := c.Open(ctx, mux.Call{Method: "echo", Msg: []byte{byte(i)}, End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestMessageSizes(t *testing.T) {
 					}
 				}
 
-				st, err := c.Open(ctx, "stream", 0, 0, nil, nil, false)
+				st, err := c.Open(ctx, mux.Call{Method: "stream"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -264,7 +264,7 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 					finishErr <- err
 					return
 				}
-				err := st.Finish(ctx, nil, make([]byte, limit+1), true, status.OK, "", nil, nil)
+				err := st.Finish(ctx, mux.Reply{Msg: make([]byte, limit+1), HasMsg: true, Code: status.OK})
 				finishErr <- err
 				if err != nil {
 					st.Refuse(status.ResourceExhausted, "reply too large")
@@ -283,7 +283,7 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 		}
 
 		before := counted.written.Load()
-		if _, err := c.Open(ctx, "echo", 0, 0, nil, make([]byte, limit+1), true); !isTooLarge(err, limit+1) {
+		if _, err := c.Open(ctx, mux.Call{Method: "echo", Msg: make([]byte, limit+1), End: true}); !isTooLarge(err, limit+1) {
 			t.Fatalf("Open with %d bytes: %v, want *wire.MessageTooLargeError", limit+1, err)
 		}
 		if n := counted.written.Load() - before; n != 0 {
@@ -293,7 +293,7 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 			t.Fatalf("a failed Open left %d streams open", n)
 		}
 
-		st, err := c.Open(ctx, "echo", 0, 0, nil, nil, false)
+		st, err := c.Open(ctx, mux.Call{Method: "echo"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +338,7 @@ func TestPing(t *testing.T) {
 		// A call in flight, its caller waiting for the reply: the client
 		// reads, and so answers the server's pings (TestIdleClientAnswersPings
 		// covers a client with nothing in flight).
-		st, err := c.Open(ctx, "hold", 0, 0, nil, nil, false)
+		st, err := c.Open(ctx, mux.Call{Method: "hold"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +430,7 @@ func TestGoAway(t *testing.T) {
 		}
 		replies := make([]chan reply, 2)
 		for i := range replies {
-			st, err := c.Open(ctx, "hold", 0, 0, nil, []byte{byte(i)}, true)
+			st, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte{byte(i)}, End: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -454,7 +454,7 @@ func TestGoAway(t *testing.T) {
 		if !ok || code != status.Unavailable || msg != "maintenance" {
 			t.Fatalf("GoAwayReason = %v, %q, %v", code, msg, ok)
 		}
-		_, err := c.Open(ctx, "hold", 0, 0, nil, []byte("late"), true)
+		_, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("late"), End: true})
 		if !errors.Is(err, mux.ErrGoAway) {
 			t.Fatalf("Open after GOAWAY = %v, want ErrGoAway", err)
 		}
@@ -512,7 +512,7 @@ func TestGoAwayCrossing(t *testing.T) {
 	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{})
 	var streams []*mux.Stream
 	for i := range 3 {
-		st, err := c.Open(ctx, "m", 0, 0, nil, []byte{byte(i)}, true)
+		st, err := c.Open(ctx, mux.Call{Method: "m", Msg: []byte{byte(i)}, End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +532,7 @@ func TestGoAwayCrossing(t *testing.T) {
 			t.Fatalf("stream %d: %+v, %v", st.ID(), r, err)
 		}
 	}
-	if _, err := c.Open(ctx, "m", 0, 0, nil, nil, true); !errors.Is(err, mux.ErrGoAway) {
+	if _, err := c.Open(ctx, mux.Call{Method: "m", End: true}); !errors.Is(err, mux.ErrGoAway) {
 		t.Fatalf("Open = %v, want ErrGoAway", err)
 	}
 }
@@ -544,7 +544,7 @@ func TestClose(t *testing.T) {
 		ctx := testCtx(t)
 		ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) { recvErr(ctx, st) })
 		c, s := newPair(t, k, nil, ts.config(wire.Settings{}))
-		st, err := c.Open(ctx, "hold", 0, 0, nil, []byte("x"), false)
+		st, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("x")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -572,7 +572,7 @@ func TestClose(t *testing.T) {
 		if err := st.Send(ctx, []byte("y"), false); !errors.Is(err, mux.ErrClosed) {
 			t.Fatalf("Send after Close = %v, want ErrClosed", err)
 		}
-		if _, err := c.Open(ctx, "hold", 0, 0, nil, nil, true); !errors.Is(err, mux.ErrClosed) {
+		if _, err := c.Open(ctx, mux.Call{Method: "hold", End: true}); !errors.Is(err, mux.ErrClosed) {
 			t.Fatalf("Open after Close = %v, want ErrClosed", err)
 		}
 		if err := c.GoAway(status.OK, ""); !errors.Is(err, mux.ErrClosed) {
@@ -607,7 +607,7 @@ func TestCancel(t *testing.T) {
 		})
 		ts.resetCh = make(chan error, 1)
 		c, s := newPair(t, k, nil, ts.config(wire.Settings{}))
-		st, err := c.Open(ctx, "hold", 0, 0, nil, []byte("first"), false)
+		st, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("first")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -648,7 +648,7 @@ func TestCancelUnblocksSender(t *testing.T) {
 	ctx := testCtx(t)
 	ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) { <-ctx.Done() })
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: 4 << 10}))
-	st, err := c.Open(ctx, "stall", 0, 0, nil, nil, false)
+	st, err := c.Open(ctx, mux.Call{Method: "stall"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,7 +710,7 @@ func TestRefuse(t *testing.T) {
 func TestCancelAndReleaseTwice(t *testing.T) {
 	ctx := testCtx(t)
 	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{})
-	st, err := c.Open(ctx, "m", 0, 0, nil, nil, false)
+	st, err := c.Open(ctx, mux.Call{Method: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -720,7 +720,7 @@ func TestCancelAndReleaseTwice(t *testing.T) {
 	raw.expect(wire.TypeCancel, st.ID())
 	st.Release()
 
-	st, err = c.Open(ctx, "m", 0, 0, nil, nil, true)
+	st, err = c.Open(ctx, mux.Call{Method: "m", End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +754,7 @@ func TestReleaseTwice(t *testing.T) {
 	ctx := testCtx(t)
 	ts := newServer(t, echoUnary).handle("hold", func(ctx context.Context, st *mux.Stream, c callInfo) { recvErr(ctx, st) })
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{}))
-	st, err := c.Open(ctx, "echo", 0, 0, nil, []byte("x"), true)
+	st, err := c.Open(ctx, mux.Call{Method: "echo", Msg: []byte("x"), End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -770,11 +770,11 @@ func TestReleaseTwice(t *testing.T) {
 		}()
 		st.Release()
 	}()
-	a, err := c.Open(ctx, "hold", 0, 0, nil, nil, false)
+	a, err := c.Open(ctx, mux.Call{Method: "hold"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Open(ctx, "hold", 0, 0, nil, nil, false)
+	b, err := c.Open(ctx, mux.Call{Method: "hold"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -799,13 +799,13 @@ func TestTooManyStreams(t *testing.T) {
 	c, s := newPair(t, connKinds[1], nil, ts.config(wire.Settings{MaxStreams: 2}))
 	var streams []*mux.Stream
 	for range 2 {
-		st, err := c.Open(ctx, "hold", 0, 0, nil, []byte("x"), true)
+		st, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("x"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, st)
 	}
-	if _, err := c.Open(ctx, "hold", 0, 0, nil, []byte("x"), true); !errors.Is(err, mux.ErrTooManyStreams) {
+	if _, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("x"), End: true}); !errors.Is(err, mux.ErrTooManyStreams) {
 		t.Fatalf("third Open = %v, want ErrTooManyStreams", err)
 	}
 	close(release)
@@ -838,14 +838,14 @@ func TestOnRequestHalfCloseWithoutMessage(t *testing.T) {
 		OnRequest: func(st *mux.Stream) {
 			requested <- struct{}{}
 			st.RunInline(func(st *mux.Stream) {
-				st.Finish(context.Background(), nil, []byte("done"), true, status.OK, "", nil, nil)
+				st.Finish(context.Background(), mux.Reply{Msg: []byte("done"), HasMsg: true, Code: status.OK})
 			})
 		},
 	}
 	c, _ := newPair(t, connKinds[1], nil, scfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := c.Open(ctx, "list", 0, 0, nil, nil, true)
+	st, err := c.Open(ctx, mux.Call{Method: "list", End: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,17 +867,17 @@ func TestSendAfterHalfClose(t *testing.T) {
 		open func(ctx context.Context, c *mux.Session) (*mux.Stream, error)
 	}{
 		{"Open with message and end", func(ctx context.Context, c *mux.Session) (*mux.Stream, error) {
-			return c.Open(ctx, "hold", 0, 0, nil, []byte("x"), true)
+			return c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("x"), End: true})
 		}},
 		{"Send with end", func(ctx context.Context, c *mux.Session) (*mux.Stream, error) {
-			st, err := c.Open(ctx, "hold", 0, 0, nil, nil, false)
+			st, err := c.Open(ctx, mux.Call{Method: "hold"})
 			if err == nil {
 				err = st.Send(ctx, []byte("x"), true)
 			}
 			return st, err
 		}},
 		{"Open without message, with end", func(ctx context.Context, c *mux.Session) (*mux.Stream, error) {
-			return c.Open(ctx, "hold", 0, 0, nil, nil, true)
+			return c.Open(ctx, mux.Call{Method: "hold", End: true})
 		}},
 	}
 	for _, tt := range tests {
@@ -915,7 +915,7 @@ func TestRecvContext(t *testing.T) {
 			echoUnary(ctx, st, c)
 		})
 		c, _ := newPair(t, k, nil, ts.config(wire.Settings{}))
-		st, err := c.Open(ctx, "slow", 0, 0, nil, []byte("late"), true)
+		st, err := c.Open(ctx, mux.Call{Method: "slow", Msg: []byte("late"), End: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -958,11 +958,11 @@ func TestCloseSend(t *testing.T) {
 				n += len(b.B)
 				pool.Put(b)
 			}
-			st.Finish(ctx, nil, []byte(fmt.Sprint(n)), true, status.OK, "", nil, nil)
+			st.Finish(ctx, mux.Reply{Msg: []byte(fmt.Sprint(n)), HasMsg: true, Code: status.OK})
 		})
 		c, _ := newPair(t, k, nil, ts.config(wire.Settings{}))
 		for _, msgs := range []int{0, 1, 3} {
-			st, err := c.Open(ctx, "count", 0, 0, nil, nil, false)
+			st, err := c.Open(ctx, mux.Call{Method: "count"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -991,11 +991,11 @@ func TestCloseSend(t *testing.T) {
 		cfg, _ := inlineEchoConfig()
 		cfg.OnRequest = func(st *mux.Stream) {
 			st.RunInline(func(st *mux.Stream) {
-				st.Finish(ctx, nil, []byte("empty"), true, status.OK, "", nil, nil)
+				st.Finish(ctx, mux.Reply{Msg: []byte("empty"), HasMsg: true, Code: status.OK})
 			})
 		}
 		c2, _ := newPair(t, k, nil, cfg)
-		st, err := c2.Open(ctx, "m", 0, 0, nil, nil, false)
+		st, err := c2.Open(ctx, mux.Call{Method: "m"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1020,7 +1020,7 @@ func TestSendHeader(t *testing.T) {
 		}
 		st.Send(ctx, []byte("one"), false)
 		st.Send(ctx, []byte("two"), false)
-		st.Finish(ctx, nil, nil, false, status.OK, "", nil, nil)
+		st.Finish(ctx, mux.Reply{Code: status.OK})
 	})
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{}))
 	r, err := call(ctx, c, "list", nil)

@@ -90,19 +90,27 @@ func (st *Stream) ID() uint32 { return st.idv.Load() }
 // Session returns the stream's session.
 func (st *Stream) Session() *Session { return st.s }
 
-// Open opens a stream for a call (client role). It sends the call header and,
-// if msg is not nil, the first message, together in one write when they fit;
-// end half-closes the send side after msg. The stream must be released with
-// Release when the caller is done with it.
-func (s *Session) Open(ctx context.Context, method string, codec uint8, timeout time.Duration, md []string, msg []byte, end bool) (*Stream, error) {
-	return s.OpenInto(ctx, method, codec, timeout, md, msg, end, nil)
+// Call is what Open sends to open a stream.
+type Call struct {
+	Method   string
+	Codec    uint8
+	Timeout  time.Duration // 0: no deadline
+	Metadata []string      // key, value, key, value...
+	Msg      []byte        // the first message, or nil for none yet
+	End      bool          // half-close the send side after Msg
+	// Recv, if not nil, is offered for the first message received, as
+	// RecvInto offers memory, but before the call is sent: a reply that
+	// comes back while a large request is still being written can then be
+	// read into it too.
+	Recv []byte
 }
 
-// OpenInto is Open with the memory of recv offered for the first message
-// received, as RecvInto offers it, but before the call is sent: a reply
-// that comes back while a large request is still being written can then
-// be read into it too.
-func (s *Session) OpenInto(ctx context.Context, method string, codec uint8, timeout time.Duration, md []string, msg []byte, end bool, recv []byte) (*Stream, error) {
+// Open opens a stream for a call (client role). It sends the call header and,
+// if c.Msg is not nil, the first message, together in one write when they
+// fit. The stream must be released with Release when the caller is done
+// with it.
+func (s *Session) Open(ctx context.Context, c Call) (*Stream, error) {
+	method, codec, timeout, md, msg, end, recv := c.Method, c.Codec, c.Timeout, c.Metadata, c.Msg, c.End, c.Recv
 	if msg != nil {
 		if err := wire.CheckMessageSize(len(msg), s.peer.MaxMessageSize); err != nil {
 			return nil, err

@@ -240,11 +240,23 @@ func (s *Session) freeClientStream(st *Stream) {
 	s.mu.Unlock()
 }
 
+// Reply is how Finish ends a stream.
+type Reply struct {
+	Header  []string // reply metadata, or nil
+	Msg     []byte   // the last message, if HasMsg
+	HasMsg  bool
+	Code    status.Code
+	Message string
+	Details [][]byte
+	Trailer []string // trailer metadata
+}
+
 // Finish ends a stream the peer opened (server role): it sends the reply
-// metadata (if header is not nil), the message msg (if hasMsg), and the
+// metadata (if r.Header is not nil), the message (if r.HasMsg), and the
 // trailers with the status, in one write when they fit. The stream is then
 // closed.
-func (st *Stream) Finish(ctx context.Context, header []string, msg []byte, hasMsg bool, code status.Code, message string, details [][]byte, trailer []string) error {
+func (st *Stream) Finish(ctx context.Context, r Reply) error {
+	header, msg, hasMsg, code, message, details, trailer := r.Header, r.Msg, r.HasMsg, r.Code, r.Message, r.Details, r.Trailer
 	s := st.s
 	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
 		defer st.finished()
