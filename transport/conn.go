@@ -28,7 +28,7 @@ type Conn struct {
 	ws               *wsConn     // non-nil for ws and wss
 	wsAccept         *wsAccept   // the server's WebSocket handshake, until it has run
 	io               net.Conn    // ws if set, else tls if set, else raw: all I/O goes here
-	rio              *rawio.IO   // raw unix and tcp connections: Read and Write of raw (see rawio_linux.go)
+	rio              *rawio.IO   // raw unix and tcp connections: Read and Write of raw (see internal/rawio)
 	local            net.Addr    // overrides io.LocalAddr when set
 	remote           net.Addr    // overrides io.RemoteAddr when set
 	peer             *peer.Peer  // the other end
