@@ -196,7 +196,7 @@ func muxGoroutines() string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "warren/mux.") {
+		if strings.Contains(g, "warren/internal/mux.") {
 			out = append(out, g)
 		}
 	}
