@@ -3,7 +3,7 @@ package rawio
 import "net"
 
 // Conn is a *net.UnixConn or *net.TCPConn whose Read, Write and
-// WriteBuffers go through an IO.
+// WriteBuffers go through an IO. Both have CloseWrite, which Conn keeps.
 type Conn struct {
 	net.Conn
 	io *IO
@@ -25,6 +25,12 @@ func (c *Conn) Write(b []byte) (int, error) { return c.io.Write(b) }
 // WriteBuffers writes v's buffers with one system call where it can,
 // consuming them.
 func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) { return c.io.WriteBuffers(v) }
+
+// CloseWrite shuts down the writing side of the connection (net/http uses
+// it to end a response cleanly).
+func (c *Conn) CloseWrite() error {
+	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
+}
 
 // ReadsResume reports true: a read that a deadline interrupts leaves the
 // byte stream intact.

@@ -37,6 +37,12 @@ func TestWrap(t *testing.T) {
 			if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "pong" {
 				t.Fatalf("%s: peer read %q, %v", network, buf, err)
 			}
+			if err := rc.CloseWrite(); err != nil {
+				t.Fatalf("%s: CloseWrite: %v", network, err)
+			}
+			if n, err := a.Read(buf); n != 0 || err != io.EOF {
+				t.Fatalf("%s: after CloseWrite the peer read %d, %v", network, n, err)
+			}
 		}
 	}
 	p1, p2 := net.Pipe()
