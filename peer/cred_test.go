@@ -5,40 +5,18 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 )
-
-// unixPair returns both ends of a connected Unix domain socket.
-func unixPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "s")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	return client, server
-}
 
 func TestReadCred(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("peer credentials are read on linux and darwin only")
 	}
-	client, server := unixPair(t)
+	client, server := testutil.UnixPair(t)
 	for name, c := range map[string]net.Conn{"server side": server, "client side": client} {
 		t.Run(name, func(t *testing.T) {
 			cred, err := peer.ReadCred(c)

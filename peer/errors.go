@@ -32,11 +32,13 @@ func (e *DeniedError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrDenied.
-func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
-
-// Unwrap returns the policy's own error, if any.
-func (e *DeniedError) Unwrap() error { return e.Err }
+// Unwrap returns ErrDenied and the policy's own error, if any.
+func (e *DeniedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrDenied}
+	}
+	return []error{ErrDenied, e.Err}
+}
 
 func deny(p *Peer, format string, args ...any) error {
 	return &DeniedError{Peer: p, Reason: fmt.Sprintf(format, args...)}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -44,6 +45,7 @@ func startBad(t testing.TB, srv *Server) *badEnv {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	useMode(t, srv)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
 		srv.Close()
@@ -85,7 +87,7 @@ func (e *badEnv) raw(t testing.TB) net.Conn {
 type rawSession struct {
 	t    testing.TB
 	conn net.Conn
-	r    *wire.Reader
+	r    *frameio.Reader
 	peer wire.Settings // the server's settings
 }
 
@@ -102,7 +104,7 @@ func (e *badEnv) handshake(t testing.TB) *rawSession {
 		t.Fatalf("reading the server's preface: %v", err)
 	}
 	conn.SetDeadline(time.Time{})
-	return &rawSession{t: t, conn: conn, r: wire.NewReader(conn, wire.DefaultMaxFrameSize), peer: s}
+	return &rawSession{t: t, conn: conn, r: frameio.NewReader(conn, wire.DefaultMaxFrameSize), peer: s}
 }
 
 func (rs *rawSession) write(b []byte) {
@@ -497,7 +499,7 @@ func TestStalledPeers(t *testing.T) {
 	checkServing(t, good, "before")
 
 	// Half a preface.
-	e.raw(t).Write(wire.Magic[:3])
+	e.raw(t).Write([]byte(wire.Magic[:3]))
 	// A preface, then half a frame header.
 	rs := e.handshake(t)
 	rs.write(wire.AppendHeader(nil, wire.Header{Length: 5, Stream: 1, Type: wire.TypeHeaders})[:5])
@@ -783,7 +785,7 @@ func TestAbandonedCallReleasesSlot(t *testing.T) {
 		waitCalls(t, e.srv, 0)
 	})
 	t.Run("client deadline during a large request", func(t *testing.T) {
-		e := startBad(t, newBadServer(&ServerOptions{Settings: wire.Settings{InitialWindow: wire.MinWindow}}))
+		e := startBad(t, newBadServer(&ServerOptions{Settings: wire.Settings{InitialWindow: 1 << 10}}))
 		c := e.client(t, nil)
 		checkServing(t, c, "before")
 		big := make([]byte, 3<<20)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -237,9 +237,9 @@ func (c *serverCall) finish(msg []byte, se *status.Error) {
 	}
 	var err error
 	if se == nil {
-		err = c.st.Finish(c, header, msg, true, status.OK, "", nil, trailer)
+		err = c.st.Finish(c, mux.Reply{Header: header, Msg: msg, HasMsg: true, Code: status.OK, Trailer: trailer})
 	} else {
-		err = c.st.Finish(c, header, nil, false, se.Code, se.Message, se.Details, trailer)
+		err = c.st.Finish(c, mux.Reply{Header: header, Code: se.Code, Message: se.Message, Details: se.Details, Trailer: trailer})
 	}
 	if err != nil && isTooLarge(err) {
 		// The reply could not be sent (typically over the peer's message

@@ -27,6 +27,7 @@ func TestCancelDuringLargeReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveErr := make(chan error, 1)
+	useMode(t, srv)
 	go func() { serveErr <- srv.Serve(l) }()
 	defer func() {
 		srv.Close()
@@ -91,6 +92,7 @@ func TestCanceledDialDoesNotFailOtherCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveErr := make(chan error, 1)
+	useMode(t, srv)
 	go func() { serveErr <- srv.Serve(l) }()
 	defer func() {
 		srv.Close()

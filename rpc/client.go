@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
@@ -161,7 +161,7 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 			err := c.lastErr
 			c.mu.Unlock()
 			if !c.opts.WaitForReady {
-				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
 			}
 			t := time.NewTimer(wait)
 			select {
@@ -207,7 +207,7 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 		c.lastErr = err
 		c.mu.Unlock()
 		if !c.opts.WaitForReady {
-			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
 		}
 	}
 }
@@ -353,7 +353,7 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
 		into = *rb
 	}
-	st, err := s.OpenInto(ctx, method, cd.ID(), timeout, o.md.pairs(), data, true, into)
+	st, err := s.Open(ctx, mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into})
 	if err != nil {
 		return drained(err) || isConnErr(err), callError(err)
 	}
@@ -451,7 +451,7 @@ func callError(err error) error {
 		return err
 	case errors.As(err, &ga) && ga.Code != status.OK && ga.Code != status.Unavailable:
 		// The server refused the connection (a limit or a policy).
-		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: err}
+		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: publicCause(err)}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &status.Error{Code: status.DeadlineExceeded, Message: err.Error(), Cause: err}
 	case errors.Is(err, context.Canceled):
@@ -463,5 +463,5 @@ func callError(err error) error {
 	case errors.Is(err, ErrClientClosed):
 		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
 	}
-	return &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+	return &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
 }

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/wsframe"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -35,13 +35,9 @@ type evServer struct {
 	wakes        atomic.Uint64 // sessions rebuilt for a connection that sent something
 }
 
-// testEventLoop makes every Serve use the event loop where it can, so that
-// the package's tests run in both modes; loopsStarted counts the loops
-// started, so that they can tell.
-var (
-	testEventLoop bool
-	loopsStarted  atomic.Uint64
-)
+// loopsStarted counts the event loops started, so that the tests can tell
+// that one served them.
+var loopsStarted atomic.Uint64
 
 // defaultReadTimeout is ServerOptions.ReadTimeout's default.
 const defaultReadTimeout = 30 * time.Second
@@ -60,7 +56,7 @@ func (s *Server) readTimeout() time.Duration {
 // worker goroutine, never on the loop.
 func (sc *serverConn) onRequestWorker(st *mux.Stream) {
 	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
+	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
 		return
 	}
 	sc.srv.dispatch(c)
@@ -94,10 +90,11 @@ type handoffConn struct {
 // whether conn was taken (and is no longer the caller's).
 func (s *Server) adoptWebSocket(sc *serverConn, conn net.Conn) bool {
 	hc, ok := sc.conn.(*handoffConn)
-	if !ok || hc.adopt == nil || wsframe.Detach == nil {
+	d, isWS := conn.(wsframe.Detacher)
+	if !ok || hc.adopt == nil || !isWS {
 		return false
 	}
-	_, buffered, ok := wsframe.Detach(conn)
+	_, buffered, ok := d.LoopDetach()
 	if !ok {
 		return false
 	}

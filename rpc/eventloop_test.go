@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -70,8 +71,6 @@ var eventLoopSuite = []struct {
 }
 
 func TestEventLoopSuite(t *testing.T) {
-	testEventLoop = true
-	t.Cleanup(func() { testEventLoop = false })
 	runLoopSuite(t, nil)
 }
 
@@ -92,16 +91,32 @@ func runLoopSuite(t *testing.T, skip map[string]bool) {
 	}
 }
 
-// testWebSocket makes testServer serve on a ws:// listener and its client
-// dial it, so that the tests that use it run over WebSocket.
-var testWebSocket bool
+// suiteMode tells testServer how to serve a test: in the event-loop suites
+// (the tests of eventLoopSuite run again as subtests of TestEventLoopSuite
+// and TestEventLoopWSSuite), with ServerOptions.EventLoop, and over
+// WebSocket in the second. It depends on the test alone, not on package
+// state, so tests may run in parallel.
+func suiteMode(t testing.TB) (loop, ws bool) {
+	switch name := t.Name(); {
+	case strings.HasPrefix(name, "TestEventLoopWSSuite/"):
+		return true, true
+	case strings.HasPrefix(name, "TestEventLoopSuite/"):
+		return true, false
+	}
+	return false, false
+}
 
 // TestEventLoopWSSuite runs the event-loop suite once more over WebSocket
 // (the loop then serves the WebSocket connections itself), less Reconnect
 // (it restarts a server on the same unix socket path) and Soak (the same
 // calls as UnaryRaw and ConcurrentCalls, many more times).
 func TestEventLoopWSSuite(t *testing.T) {
-	testEventLoop, testWebSocket = true, true
-	t.Cleanup(func() { testEventLoop, testWebSocket = false, false })
 	runLoopSuite(t, map[string]bool{"Reconnect": true, "Soak": true})
+}
+
+// useMode sets srv's mode as suiteMode says for t, before srv.Serve.
+func useMode(t testing.TB, srv *Server) {
+	if loop, _ := suiteMode(t); loop {
+		srv.opts.EventLoop = true
+	}
 }

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/wsframe"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
 )
@@ -112,7 +112,7 @@ func (l *evLoop) wsHandshake(fd int, p *peer.Peer) {
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, l.hsTimeout)
-		buffered, err := wsframe.ServerHandshake(ctx, l.ls.tl, c)
+		buffered, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(ctx, c)
 		cancel()
 		if err != nil {
 			s.rejected.Add(1)

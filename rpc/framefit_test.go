@@ -17,7 +17,7 @@ import (
 // call on it.
 func TestMetadataOverFrameSize(t *testing.T) {
 	big := strings.Repeat("x", 2000)
-	srv := newBadServer(&ServerOptions{Settings: wire.Settings{MaxFrameSize: wire.MinFrameSize}})
+	srv := newBadServer(&ServerOptions{Settings: wire.Settings{MaxFrameSize: 1024}})
 	HandleRaw(srv, "Bad.BigHeader", func(ctx context.Context, req []byte) ([]byte, error) {
 		SetHeader(ctx, Metadata{"h": {big}})
 		return req, nil
@@ -44,7 +44,7 @@ func TestMetadataOverFrameSize(t *testing.T) {
 		if status.CodeOf(err) != status.ResourceExhausted || !strings.Contains(err.Error(), "1024") {
 			t.Errorf("err = %v, want ResourceExhausted naming the limit", err)
 		}
-		if errors.As(err, &ft) && ft.Limit != wire.MinFrameSize {
+		if errors.As(err, &ft) && ft.Limit != 1024 {
 			t.Errorf("limit %d", ft.Limit)
 		}
 		select {
@@ -69,7 +69,7 @@ func TestMetadataOverFrameSize(t *testing.T) {
 	})
 	for _, m := range []string{"Bad.BigHeader", "Bad.BigTrailer"} {
 		t.Run(m, func(t *testing.T) {
-			c := e.client(t, &ClientOptions{Settings: wire.Settings{MaxFrameSize: wire.MinFrameSize}})
+			c := e.client(t, &ClientOptions{Settings: wire.Settings{MaxFrameSize: 1024}})
 			check(t, c, func() error {
 				var out []byte
 				return c.Invoke(context.Background(), m, []byte("x"), &out)

@@ -33,13 +33,13 @@ func WithPolicy(p peer.Policy) MethodOption { return func(h *handler) { h.policy
 
 type handler struct {
 	name   string
-	kind   Kind
+	kind   methodKind
 	policy peer.Policy
 	info   CallInfo
 	// unary decodes req with cd, runs the handler (through the
 	// interceptors) and appends the encoded reply to dst.
 	unary func(ctx context.Context, cd codec.Codec, req, dst []byte) ([]byte, error)
-	// stream runs a streaming handler (kind != KindUnary).
+	// stream runs a streaming handler (kind != kindUnary).
 	stream   func(c *serverCall) error
 	reqType  reflect.Type
 	respType reflect.Type

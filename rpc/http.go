@@ -320,7 +320,7 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		fail(status.Errorf(status.InvalidArgument, "Connect-Timeout-Ms: %v", err))
 		return
 	}
-	if hd != nil && (hd.kind != KindUnary) != enc.stream {
+	if hd != nil && (hd.kind != kindUnary) != enc.stream {
 		if enc.stream {
 			writeStreamError(w, enc, status.Errorf(status.InvalidArgument,
 				"%s is a unary method: call it with Content-Type application/json or application/proto", hd.name))
@@ -344,7 +344,7 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		c.deadline = time.Now().Add(timeout)
 	}
 	c.md = appendRequestMetadata(r.Header)
-	if hd.kind == KindUnary {
+	if hd.kind == kindUnary {
 		c.state.Store(callStarted)
 		h.unary(w, r, c, enc, body)
 		return

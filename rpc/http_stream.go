@@ -37,7 +37,7 @@ type httpStream struct {
 	rc    *http.ResponseController
 	body  io.Reader
 	ctx   context.Context // the request's
-	kind  Kind
+	kind  methodKind
 	ctype []string
 	limit uint32
 
@@ -52,9 +52,9 @@ type httpStream struct {
 	whdr    [envelopeSize]byte
 }
 
-func newHTTPStream(w http.ResponseWriter, r *http.Request, kind Kind, enc httpEncoding, limit uint32) *httpStream {
+func newHTTPStream(w http.ResponseWriter, r *http.Request, kind methodKind, enc httpEncoding, limit uint32) *httpStream {
 	hs := &httpStream{w: w, rc: http.NewResponseController(w), body: r.Body, ctx: r.Context(), kind: kind, ctype: enc.contentType(), limit: limit}
-	if kind != KindServerStream {
+	if kind != kindServerStream {
 		// Client and bidi streams may read requests after the first reply
 		// (or the error that ends the call) has gone out.
 		hs.rc.EnableFullDuplex()
@@ -74,7 +74,7 @@ func (hs *httpStream) recv() (*pool.Buf, error) {
 		hs.rdone = true
 		return nil, err
 	}
-	if hs.kind == KindServerStream {
+	if hs.kind == kindServerStream {
 		hs.rdone = true
 		n, err := io.ReadFull(hs.body, hs.rhdr[:1])
 		if n > 0 {

@@ -28,7 +28,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
@@ -170,7 +171,7 @@ func TestHTTPUnary(t *testing.T) {
 	wantJSON(t, e.do(t, "POST", "/Counter.Get", "application/json; charset=utf-8", []byte(`{"name":"a"}`)), `{"name":"a","value":42}`)
 	wantJSON(t, e.post(t, "/Counter.List", ``), `{"counters":[{"name":"a","value":42}]}`)
 	// A call stops counting just after its reply has gone out.
-	waitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
+	testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
 	if st := e.srv.Stats(); st.CallsTotal != 6 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -448,7 +449,7 @@ func TestHTTPPolicies(t *testing.T) {
 			t.Fatalf("message %q", ce.Message)
 		}
 		c.Close()
-		waitFor(t, func() bool { return e.srv.Stats().Conns == 0 })
+		testutil.WaitFor(t, func() bool { return e.srv.Stats().Conns == 0 })
 		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a","value":0}`)
 	})
 	t.Run("rate", func(t *testing.T) {
@@ -502,7 +503,7 @@ func TestHTTPPolicies(t *testing.T) {
 		})
 		done := make(chan reply)
 		go func() { done <- e.post(t, "/Slow.Wait", `{}`) }()
-		waitFor(t, func() bool { return e.srv.Stats().Calls == 1 })
+		testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 1 })
 		ce := wantError(t, e.post(t, "/Counter.List", `{}`), 429, "resource_exhausted")
 		if !strings.Contains(ce.Message, "too many concurrent calls on this server") {
 			t.Fatalf("message %q", ce.Message)
@@ -510,17 +511,6 @@ func TestHTTPPolicies(t *testing.T) {
 		close(release)
 		wantJSON(t, <-done, `{}`)
 	})
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // envelope encodes one Connect streaming message.
@@ -609,11 +599,11 @@ func TestHTTPServerStream(t *testing.T) {
 			wantJSON(t, e.post(t, "/Counter.Inc", `{"name":"w"}`), fmt.Sprintf(`{"name":"w","value":%d}`, want+1))
 		}
 	}
-	waitFor(t, func() bool { return e.srv.Stats().Calls == 1 }) // the watch alone
+	testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 1 }) // the watch alone
 	// The client goes away: the handler's context ends.
 	cancel()
 	resp.Body.Close()
-	waitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
+	testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
 
 	// Errors end the stream with an end-stream message, HTTP status 200.
 	msgs, end := watchRaw(t, e, `{}`)
@@ -657,7 +647,7 @@ func TestHTTPServerStream(t *testing.T) {
 	if r.status != 200 || !bytes.Contains(r.body, []byte(`"unimplemented"`)) {
 		t.Fatalf("unknown streaming method: %v", r)
 	}
-	waitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
+	testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
 }
 
 // TestHTTPStreams runs client-streaming and bidirectional methods, and
@@ -904,7 +894,7 @@ func TestHTTPNotWarrenPeers(t *testing.T) {
 		t.Fatalf("%v %v", r, err)
 	}
 	io.Copy(io.Discard, r.Body)
-	waitFor(t, func() bool { return e.srv.Stats().Conns == 1 })
+	testutil.WaitFor(t, func() bool { return e.srv.Stats().Conns == 1 })
 }
 
 // TestHTTPShutdown: Shutdown lets an HTTP call in progress finish and

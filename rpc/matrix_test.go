@@ -3,27 +3,21 @@ package rpc
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -34,16 +28,19 @@ import (
 // Servers are started with transport.Listen and clients with Dial, exactly
 // as users do.
 
-// mxTransport is one row of the matrix.
+// mxTransport is one row of the matrix: a transport, and the server's mode
+// (goroutine per connection, or the event loop where it can serve the
+// listener; elsewhere Serve falls back to goroutines).
 type mxTransport struct {
 	name string
+	loop bool // ServerOptions.EventLoop
 	// listen returns a listener and the address and dial configuration a
 	// client uses to reach it.
 	listen func(t testing.TB) (l *transport.Listener, addr string, dial *transport.DialConfig)
 }
 
 var mxTransports = []mxTransport{
-	{"unix-path", func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+	{name: "unix-path", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
 		addr := "unix://" + filepath.Join(t.TempDir(), "m.sock")
 		l, err := transport.Listen(addr, nil)
 		if err != nil {
@@ -51,7 +48,7 @@ var mxTransports = []mxTransport{
 		}
 		return l, addr, nil
 	}},
-	{"unix-abstract", func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+	{name: "unix-abstract", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
 		addr := "unix:@warren-test-" + randomHex(8)
 		l, err := transport.Listen(addr, nil)
 		if err != nil {
@@ -59,79 +56,62 @@ var mxTransports = []mxTransport{
 		}
 		return l, addr, nil
 	}},
-	{"tcp", func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+	{name: "tcp", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
 		l, err := transport.Listen("tcp://127.0.0.1:0", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l, "tcp://" + l.Addr().(*net.TCPAddr).String(), nil
 	}},
-	{"tls", func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
-		srvConf, cliConf := testTLSConfigs(t)
+	{name: "tls", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+		srvConf, cliConf := testutil.TLSConfigs(t)
 		l, err := transport.Listen("tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l, "tls://" + l.Addr().(*net.TCPAddr).String(), &transport.DialConfig{TLS: cliConf}
 	}},
+	{name: "ws", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+		l, err := transport.Listen("ws://127.0.0.1:0/warren", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, l.Endpoint().String(), nil
+	}},
+	{name: "wss", listen: func(t testing.TB) (*transport.Listener, string, *transport.DialConfig) {
+		srvConf, cliConf := testutil.TLSConfigs(t)
+		l, err := transport.Listen("wss://127.0.0.1:0/warren", &transport.ListenConfig{TLS: srvConf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, l.Endpoint().String(), &transport.DialConfig{TLS: cliConf}
+	}},
+}
+
+// mxRows is the matrix: every transport in both server modes.
+func mxRows() []mxTransport {
+	var rows []mxTransport
+	for _, tr := range mxTransports {
+		for _, loop := range []bool{false, true} {
+			tr.loop = loop
+			rows = append(rows, tr)
+		}
+	}
+	return rows
+}
+
+// mode names a row's server mode.
+func (tr mxTransport) mode() string {
+	if tr.loop {
+		return "eventloop"
+	}
+	return "goroutine"
 }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-var testTLS struct {
-	once           sync.Once
-	server, client *tls.Config
-	err            error
-}
-
-// testTLSConfigs returns a server configuration with a self-signed
-// certificate for 127.0.0.1 and a client configuration that trusts it.
-func testTLSConfigs(t testing.TB) (server, client *tls.Config) {
-	t.Helper()
-	testTLS.once.Do(func() {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber:          big.NewInt(1),
-			Subject:               pkix.Name{CommonName: "warren-test"},
-			NotBefore:             time.Now().Add(-time.Hour),
-			NotAfter:              time.Now().Add(24 * time.Hour),
-			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-			DNSNames:              []string{"localhost"},
-			BasicConstraintsValid: true,
-			IsCA:                  true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			testTLS.err = err
-			return
-		}
-		pool := x509.NewCertPool()
-		pool.AddCert(cert)
-		testTLS.server = &tls.Config{
-			Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}},
-			MinVersion:   tls.VersionTLS12,
-		}
-		testTLS.client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	})
-	if testTLS.err != nil {
-		t.Fatal(testTLS.err)
-	}
-	return testTLS.server, testTLS.client
 }
 
 // mxEnv is a server and a client connected over one transport.
@@ -153,6 +133,7 @@ type mxEnv struct {
 func startMatrix(t testing.TB, tr mxTransport, srv *Server, copts *ClientOptions) *mxEnv {
 	t.Helper()
 	l, addr, dial := tr.listen(t)
+	srv.opts.EventLoop = srv.opts.EventLoop || tr.loop
 	e := &mxEnv{tr: tr, addr: addr, dial: dial, srv: srv, serveDone: make(chan struct{})}
 	go func() {
 		e.serveErr = srv.Serve(l)
@@ -247,8 +228,8 @@ func TestMatrix(t *testing.T) {
 		{"Shutdown", mxShutdown},
 		{"CloseFailsPending", mxCloseFailsPending},
 	}
-	for _, tr := range mxTransports {
-		t.Run(tr.name, func(t *testing.T) {
+	for _, tr := range mxRows() {
+		t.Run(tr.name+"/"+tr.mode(), func(t *testing.T) {
 			for _, b := range behaviours {
 				t.Run(b.name, func(t *testing.T) { b.fn(t, tr) })
 			}
@@ -359,6 +340,11 @@ func mxPeerIdentity(t *testing.T, tr mxTransport) {
 		_, ok := p.RemoteAddr.(*net.TCPAddr)
 		if p.Network != "tls" || !ok || p.TLS == nil || !p.TLS.HandshakeComplete || p.HasCred {
 			t.Fatalf("peer %+v: want a tls peer with its connection state", p)
+		}
+	case "ws", "wss":
+		ta, ok := p.RemoteAddr.(*net.TCPAddr)
+		if p.Network != tr.name || !ok || !ta.IP.IsLoopback() || p.HasCred || (p.TLS != nil) != (tr.name == "wss") {
+			t.Fatalf("peer %+v: want a %s peer on the loopback", p, tr.name)
 		}
 	default:
 		t.Fatalf("no identity check for %s", tr.name)

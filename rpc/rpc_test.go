@@ -31,8 +31,8 @@ type echoReply struct {
 	Text string `json:"text"`
 }
 
-// testServer starts srv on a unix socket in a temp dir (on a ws://
-// listener when testWebSocket is set) and returns a client for it. Both are
+// testServer starts srv on a unix socket in a temp dir (with the event
+// loop, or on a ws:// listener, as suiteMode says) and returns a client for it. Both are
 // closed when the test ends.
 func testServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 	t.Helper()
@@ -40,9 +40,13 @@ func testServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 	if copts != nil {
 		o = *copts
 	}
+	loop, ws := suiteMode(t)
+	if loop {
+		srv.opts.EventLoop = true
+	}
 	var l net.Listener
 	var addr string
-	if testWebSocket {
+	if ws {
 		tl, err := transport.Listen("ws://127.0.0.1:0/warren", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -512,6 +516,7 @@ func TestReconnect(t *testing.T) {
 		}
 		srv := newEchoServer(nil)
 		done := make(chan error, 1)
+		useMode(t, srv)
 		go func() { done <- srv.Serve(l) }()
 		return srv, done
 	}

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/warrenipc/warren/codec"
-	"github.com/warrenipc/warren/mux"
+	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -30,7 +30,7 @@ var ErrServerClosed = errors.New("warren: server closed")
 // named on each field; every limit is on by default.
 type ServerOptions struct {
 	// Settings are the wire limits the server accepts (frame and message
-	// size, flow-control window). Zero fields take wire.DefaultSettings.
+	// size, flow-control window). Zero fields take wire.Settings.WithDefaults.
 	Settings wire.Settings
 	// Policy authorizes each connection's peer before any call is read.
 	// nil accepts every connection the listener accepted (a
@@ -250,7 +250,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, key)
 		s.mu.Unlock()
 	}()
-	if s.opts.EventLoop || testEventLoop {
+	if s.opts.EventLoop {
 		if handled, err := s.serveEventLoop(l); handled {
 			return err
 		}
@@ -326,8 +326,11 @@ func peerOf(conn net.Conn) *peer.Peer {
 	return p
 }
 
-// ServeConn serves one connection and returns when it ends.
+// ServeConn serves one connection and returns when it ends. A
+// *net.UnixConn or *net.TCPConn reads and writes with raw system calls, as
+// the connections of transport.Listen do.
 func (s *Server) ServeConn(conn net.Conn) {
+	conn = rawio.Wrap(conn)
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
 		err := hs.Handshake(ctx)
@@ -478,251 +481,4 @@ func (s *Server) removeConn(sc *serverConn) {
 	if sc.lim.refs--; sc.lim.refs == 0 {
 		delete(s.limiters, sc.key)
 	}
-}
-
-// admit applies the checks every call passes before it runs, whether it
-// came as a warren stream or as an HTTP request: the method exists (hd is
-// its handler, nil for an unknown method), its policy allows the peer, the
-// codec exists, and the call fits under the concurrency limits and the
-// peer's rate limit. It never blocks. An admitted call holds a slot under
-// the limits until s.callDone(sc). A refused one gets the code and message
-// to refuse it with; for an unknown method the message is left to the
-// caller, which has the name.
-func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Code, string) {
-	s := sc.srv
-	if hd == nil {
-		s.refused.Add(1)
-		return nil, status.Unimplemented, ""
-	}
-	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
-		s.refused.Add(1)
-		return nil, status.PermissionDenied, err.Error()
-	}
-	cd, err := codec.ByID(codecID)
-	if err != nil {
-		s.refused.Add(1)
-		return nil, status.InvalidArgument, err.Error()
-	}
-	if sc.calls.Add(1) > int64(s.opts.MaxCallsPerConn) {
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn)
-	}
-	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
-		s.calls.Add(-1)
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
-	}
-	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.lim.Allow() {
-		s.calls.Add(-1)
-		sc.calls.Add(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate)
-	}
-	s.callsTotal.Add(1)
-	return cd, status.OK, ""
-}
-
-// onStream admits a call on the session's reader goroutine and hands it to
-// a worker. Refusals are answered at once: nothing queues.
-func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
-	s := sc.srv
-	c := st.Owner.(*serverCall)
-	hd := (*s.handlers.Load())[string(h.Method)]
-	cd, code, msg := sc.admit(hd, h.Codec)
-	if code != status.OK {
-		if hd == nil {
-			msg = fmt.Sprintf("unknown method %q", h.Method)
-		}
-		st.Refuse(code, msg)
-		return
-	}
-	c.conn, c.h, c.codec = sc, hd, cd
-	if h.Timeout > 0 {
-		c.deadline = time.Now().Add(h.Timeout)
-	}
-	if len(h.Metadata) > 0 {
-		c.md = append([]byte(nil), h.Metadata...)
-	}
-	c.state.Store(callAdmitted)
-	if c.canceled() {
-		// A reset (the connection failing, on another goroutine) reached
-		// the call before it was admitted, and abandon found nothing to
-		// release: release the slot now, or no one will.
-		c.abandon()
-		return
-	}
-	if hd.kind != KindUnary {
-		s.dispatch(c) // streams are long-lived: never on the reader goroutine
-	}
-}
-
-// onRequest starts an admitted call once its request message is in. It runs
-// inline on the reader goroutine: no goroutine switch, and the replies to
-// requests read together leave in one write. A call that runs long hands
-// reading to a new goroutine (see mux.Stream.RunInline), so it delays the
-// others on its connection by about a millisecond at most. Large
-// requests go to a worker goroutine.
-func (sc *serverConn) onRequest(st *mux.Stream) {
-	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != KindUnary {
-		return
-	}
-	if !sc.srv.opts.NoInline && st.PendingSize() <= inlineMax {
-		st.RunInline(runCall)
-		return
-	}
-	sc.srv.dispatch(c)
-}
-
-// inlineMax is the largest request run inline: larger ones are dominated by
-// copying anyway, and their replies may have to wait for flow-control credit
-// that only the reader goroutine can receive.
-const inlineMax = 16 << 10
-
-func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
-
-func (s *Server) callDone(sc *serverConn) {
-	sc.calls.Add(-1)
-	s.calls.Add(-1)
-}
-
-// dispatch hands c to an idle worker, or starts one. The number of workers is
-// bounded by MaxCalls, since every call was admitted under it, plus the
-// calls whose slot is free but whose reply is still being written (at most
-// one per connection: the one holding its writer).
-func (s *Server) dispatch(c *serverCall) {
-	select {
-	case s.work <- c:
-	default:
-		s.wg.Add(1)
-		go s.worker(c)
-	}
-}
-
-const workerIdle = 10 * time.Second
-
-func (s *Server) worker(c *serverCall) {
-	defer s.wg.Done()
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		if c.h.kind == KindUnary {
-			c.run()
-		} else {
-			c.runStream()
-		}
-		t.Reset(workerIdle)
-		select {
-		case c = <-s.work:
-		case <-t.C:
-			return
-		case <-s.closed:
-			return
-		}
-	}
-}
-
-func (s *Server) logPanic(method string, r any, stack []byte) {
-	s.panics.Add(1)
-	s.logger.Error("warren: handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(stack))
-}
-
-// Shutdown stops accepting connections, tells every connected client to go
-// away, waits for the calls in progress to finish and their replies to be
-// sent, and then closes every connection. If ctx ends first, Shutdown closes
-// everything at once and returns ctx's error.
-func (s *Server) Shutdown(ctx context.Context) error {
-	sessions := s.beginClose()
-	for _, sess := range sessions {
-		sess.GoAway(status.Unavailable, "server is shutting down")
-	}
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see serverCall.replyHTTP
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-tick.C:
-			continue
-		}
-		break
-	}
-	if err == nil {
-		d, hasDeadline := ctx.Deadline()
-		for _, sess := range s.sessions() {
-			if hasDeadline {
-				sess.Conn().SetWriteDeadline(d) // a peer that stops reading cannot hold Shutdown
-			}
-			sess.Flush()
-		}
-	}
-	s.closeAll()
-	return err
-}
-
-func (s *Server) sessions() []*mux.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessionsLocked()
-}
-
-// sessionsLocked returns the sessions past their handshake. s.mu is held.
-func (s *Server) sessionsLocked() []*mux.Session {
-	var out []*mux.Session
-	for sc := range s.conns {
-		if sc.sess != nil {
-			out = append(out, sc.sess)
-		}
-	}
-	return out
-}
-
-// Close closes every listener and connection at once. Calls in progress are
-// canceled. Close waits for every goroutine the server started.
-func (s *Server) Close() error {
-	s.beginClose()
-	s.closeAll()
-	return nil
-}
-
-// beginClose stops the listeners and returns the open sessions.
-func (s *Server) beginClose() []*mux.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closing {
-		s.closing = true
-		close(s.closed)
-	}
-	for l := range s.listeners {
-		(*l).Close()
-	}
-	return s.sessionsLocked()
-}
-
-func (s *Server) closeAll() {
-	s.cancel()
-	for {
-		s.mu.Lock()
-		var sessions []*mux.Session
-		n := len(s.conns)
-		for sc := range s.conns {
-			if sc.sess != nil {
-				sessions = append(sessions, sc.sess)
-			} else {
-				sc.conn.Close() // still in its handshake
-			}
-		}
-		s.mu.Unlock()
-		for _, sess := range sessions {
-			sess.Close()
-		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	s.wg.Wait()
 }

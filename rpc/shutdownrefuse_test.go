@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -55,7 +54,7 @@ func TestConnDuringShutdownUnavailable(t *testing.T) {
 	if status.CodeOf(err) != status.Unavailable {
 		t.Errorf("call on a connection refused during shutdown: %v, want Unavailable", err)
 	}
-	var ga *mux.GoAwayError
+	var ga *GoAwayError
 	if errors.As(err, &ga) && ga.Code != status.Unavailable {
 		t.Errorf("GOAWAY code %v, want Unavailable", ga.Code)
 	}

@@ -83,6 +83,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveErr := make(chan error, 1)
+	useMode(t, srv)
 	go func() { serveErr <- srv.Serve(l) }()
 	c, err := Dial("unix://"+path, nil)
 	if err != nil {

@@ -12,32 +12,32 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
-// Kind is the shape of a method: how many messages go each way.
-type Kind int
+// methodKind is the shape of a method: how many messages go each way.
+type methodKind int
 
 // The kinds of method.
 const (
-	KindUnary        Kind = iota // one request, one reply
-	KindServerStream             // one request, a stream of replies
-	KindClientStream             // a stream of requests, one reply
-	KindBidiStream               // streams both ways
+	kindUnary        methodKind = iota // one request, one reply
+	kindServerStream                   // one request, a stream of replies
+	kindClientStream                   // a stream of requests, one reply
+	kindBidiStream                     // streams both ways
 )
 
-func (k Kind) String() string {
+func (k methodKind) String() string {
 	switch k {
-	case KindUnary:
+	case kindUnary:
 		return "unary"
-	case KindServerStream:
+	case kindServerStream:
 		return "server_stream"
-	case KindClientStream:
+	case kindClientStream:
 		return "client_stream"
-	case KindBidiStream:
+	case kindBidiStream:
 		return "bidi_stream"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
@@ -126,7 +126,7 @@ func (s *Stream[Req, Resp]) sendHeader() error {
 // any number of replies with stream.Send. Returning ends the call with the
 // returned error's status.
 func HandleServerStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req, stream *Stream[Req, Resp]) error, opts ...MethodOption) {
-	registerStream(s, method, KindServerStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
+	registerStream(s, method, kindServerStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
 		req, err := st.Recv()
 		if err == io.EOF {
 			return status.Errorf(status.InvalidArgument, "%s: call without a request message", method)
@@ -141,7 +141,7 @@ func HandleServerStream[Req, Resp any](s *Server, method string, fn func(ctx con
 // HandleClientStream registers a handler that receives any number of
 // requests with stream.Recv (io.EOF after the last) and returns one reply.
 func HandleClientStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, stream *Stream[Req, Resp]) (*Resp, error), opts ...MethodOption) {
-	registerStream(s, method, KindClientStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
+	registerStream(s, method, kindClientStream, opts, func(ctx context.Context, st *Stream[Req, Resp]) error {
 		resp, err := fn(ctx, st)
 		if err != nil {
 			return err
@@ -156,10 +156,10 @@ func HandleClientStream[Req, Resp any](s *Server, method string, fn func(ctx con
 // HandleBidiStream registers a handler that receives and sends streams of
 // messages, in any order, from one goroutine or two.
 func HandleBidiStream[Req, Resp any](s *Server, method string, fn func(ctx context.Context, stream *Stream[Req, Resp]) error, opts ...MethodOption) {
-	registerStream(s, method, KindBidiStream, opts, fn)
+	registerStream(s, method, kindBidiStream, opts, fn)
 }
 
-func registerStream[Req, Resp any](s *Server, method string, kind Kind, opts []MethodOption, fn func(ctx context.Context, st *Stream[Req, Resp]) error) {
+func registerStream[Req, Resp any](s *Server, method string, kind methodKind, opts []MethodOption, fn func(ctx context.Context, st *Stream[Req, Resp]) error) {
 	h := &handler{name: method, kind: kind, reqType: reflect.TypeFor[Req](), respType: reflect.TypeFor[Resp]()}
 	h.info.Method = method
 	h.stream = func(c *serverCall) error {
@@ -239,7 +239,7 @@ func (c *serverCall) endStream(header []string, code status.Code, msg string, de
 		c.hs.end(header, code, msg, details, trailer)
 		return
 	}
-	c.st.Finish(c, header, nil, false, code, msg, details, trailer)
+	c.st.Finish(c, mux.Reply{Header: header, Code: code, Message: msg, Details: details, Trailer: trailer})
 }
 
 func (c *serverCall) invokeStream() (err error) {
@@ -334,7 +334,7 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 			if s, err = c.session(ctx); err != nil {
 				return err
 			}
-			cs.st, err = s.Open(ctx, method, cs.cd.ID(), timeout, cs.o.md.pairs(), nil, false)
+			cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
 			if err == nil || attempt > 0 || !(drained(err) || isConnErr(err)) {
 				break
 			}

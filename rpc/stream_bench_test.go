@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -175,7 +175,7 @@ func muxEcho(l net.Listener) (closeAll func()) {
 				for {
 					m, err := st.Recv(ctx)
 					if err == io.EOF {
-						st.Finish(ctx, nil, nil, false, 0, "", nil, nil)
+						st.Finish(ctx, mux.Reply{Code: 0})
 						return
 					}
 					if err != nil {
@@ -368,7 +368,7 @@ func runMuxEcho(b *testing.B, path string, size int) {
 	defer sess.Close()
 	ctx, cancel := context.WithCancel(context.Background()) // cancelable, as a ClientStream's
 	defer cancel()
-	st, err := sess.Open(ctx, "X.Echo", codec.IDRaw, 0, nil, nil, false)
+	st, err := sess.Open(ctx, mux.Call{Method: "X.Echo", Codec: codec.IDRaw})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
@@ -212,9 +211,9 @@ func TestStreamServerKilledMidMessage(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != status.Unavailable {
 		t.Fatalf("Recv: %T %v, want *status.Error with code Unavailable", err, err)
 	}
-	var ce *mux.ConnError
+	var ce *ConnError
 	if !errors.As(err, &ce) {
-		t.Fatalf("Recv: %v does not wrap a *mux.ConnError", err)
+		t.Fatalf("Recv: %v does not wrap a *rpc.ConnError", err)
 	}
 	if d := recvAt.Sub(time.Unix(0, killedAt.Load())); d > 5*time.Second {
 		t.Fatalf("Recv took %v to notice the dead server", d)
@@ -320,6 +319,7 @@ func TestStreamClientKilledMidUpload(t *testing.T) {
 		}}
 	}}
 	serveDone := make(chan error, 1)
+	useMode(t, srv)
 	go func() { serveDone <- srv.Serve(l) }()
 	defer func() {
 		srv.Close()

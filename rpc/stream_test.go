@@ -136,6 +136,7 @@ func tcpServer(t testing.TB, srv *Server, copts *ClientOptions) *Client {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	useMode(t, srv)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
 		srv.Close()
@@ -1239,7 +1240,7 @@ func TestStreamIntrospection(t *testing.T) {
 	if m := shapes["Str.Raw"]; m.Request == nil || m.Request.Type != "bytes" || m.Reply.Type != "bytes" {
 		t.Errorf("Str.Raw shapes %+v %+v", m.Request, m.Reply)
 	}
-	for _, k := range []Kind{KindUnary, KindServerStream, KindClientStream, KindBidiStream, Kind(9)} {
+	for _, k := range []methodKind{kindUnary, kindServerStream, kindClientStream, kindBidiStream, methodKind(9)} {
 		if k.String() == "" {
 			t.Errorf("Kind(%d) has no name", k)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -50,7 +51,7 @@ func issueClientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey
 // the handler's peer holds the verified chain, and a server policy by URI
 // SAN refuses other clients of the same CA with PermissionDenied.
 func TestTLSClientCertificateInHandler(t *testing.T) {
-	srvConf, cliConf := testTLSConfigs(t)
+	srvConf, cliConf := testutil.TLSConfigs(t)
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 // fuzzFrame is the MaxFrameSize of the fuzzed reader: the smallest allowed,
 // so that short inputs reach chunking.
-const fuzzFrame = wire.MinFrameSize
+const fuzzFrame = 1 << 10
 
 // Outcomes of the reference reader, one per Read.
 const (

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -20,7 +21,7 @@ const (
 	// settingMode is the preface setting that tells a plain message stream
 	// from a multiplexed session. A side that leaves it out (an RPC client
 	// or server) has mode 0.
-	settingMode wire.SettingID = 0x10
+	settingMode uint16 = 0x10
 	// modeStream is the value of settingMode sent by a plain message stream.
 	modeStream = 1
 	// streamID carries every frame of a plain message stream, in both
@@ -36,8 +37,8 @@ const (
 	// system calls (1 MiB messages over a Unix socket go about 1.4 times
 	// as fast as with 64 KiB frames).
 	DefaultMaxFrameSize = 128 << 10
-	// DefaultHandshakeTimeout bounds the preface exchange in New.
-	DefaultHandshakeTimeout = 10 * time.Second
+	// defaultHandshakeTimeout bounds the preface exchange in New.
+	defaultHandshakeTimeout = 10 * time.Second
 	// DefaultCloseTimeout bounds Close.
 	DefaultCloseTimeout = 5 * time.Second
 
@@ -69,7 +70,7 @@ type Options struct {
 	DisallowUnknownFields bool
 
 	// HandshakeTimeout bounds the preface exchange in New; 0 means
-	// DefaultHandshakeTimeout.
+	// 10 s.
 	HandshakeTimeout time.Duration
 	// CloseTimeout bounds Close: how long it waits for writes in progress
 	// and for the peer's end-of-stream marker. 0 means DefaultCloseTimeout.
@@ -112,14 +113,14 @@ type Stream struct {
 	closeErr  error
 
 	rmu  sync.Mutex // protects following: the read side
-	r    *wire.Reader
+	r    *frameio.Reader
 	part partial      // the chunked message being received
 	rbuf []byte       // where Read assembles chunked messages, reused
 	rerr error        // sticky: io.EOF after the peer's end marker, or why reading failed
 	jr   bytes.Reader // input of the JSON decoder, reused
 
 	wmu    sync.Mutex // protects following: the write side
-	w      *wire.Writer
+	w      *frameio.Writer
 	wbuf   []byte // encoding buffer, reused
 	wended bool   // the end marker was sent
 	werr   error  // sticky: why writing failed
@@ -164,13 +165,13 @@ func New(conn net.Conn, opts *Options) (*Stream, error) {
 	}
 	timeout := o.HandshakeTimeout
 	if timeout == 0 {
-		timeout = DefaultHandshakeTimeout
+		timeout = defaultHandshakeTimeout
 	}
 	if s.peer, err = handshake(conn, local, timeout); err != nil {
 		return nil, &opError{"handshake", err}
 	}
-	s.r = wire.NewReader(conn, local.MaxFrameSize)
-	s.w = wire.NewWriter(conn, int(min(uint64(wire.HeaderSize)+uint64(s.peer.MaxFrameSize), wire.DefaultBufferSize)))
+	s.r = frameio.NewReader(conn, local.MaxFrameSize)
+	s.w = frameio.NewWriter(conn, int(min(uint64(wire.HeaderSize)+uint64(s.peer.MaxFrameSize), frameio.DefaultBufferSize)))
 	return s, nil
 }
 
@@ -235,7 +236,7 @@ func readPreface(conn net.Conn) (wire.Settings, error) {
 	}
 	var mode uint32
 	for p := rec.buf[6:rec.n]; len(p) >= 6; p = p[6:] {
-		if wire.SettingID(uint16(p[0])<<8|uint16(p[1])) == settingMode {
+		if uint16(p[0])<<8|uint16(p[1]) == settingMode {
 			mode = uint32(p[2])<<24 | uint32(p[3])<<16 | uint32(p[4])<<8 | uint32(p[5])
 		}
 	}

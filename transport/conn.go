@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -21,12 +22,13 @@ import (
 // For ws and wss, Read and Write carry the byte stream in binary WebSocket
 // messages (see the package documentation).
 type Conn struct {
+	wsDetach                     // for rpc's event loop (ws_loop.go); set by UpgradeWebSocket
 	raw              net.Conn    // the accepted or dialed connection
 	tls              *tls.Conn   // non-nil for tls and wss
 	ws               *wsConn     // non-nil for ws and wss
 	wsAccept         *wsAccept   // the server's WebSocket handshake, until it has run
 	io               net.Conn    // ws if set, else tls if set, else raw: all I/O goes here
-	rio              *rawIO      // raw unix and tcp connections: Read and Write of raw (see rawio_linux.go)
+	rio              *rawio.IO   // raw unix and tcp connections: Read and Write of raw (see internal/rawio)
 	local            net.Addr    // overrides io.LocalAddr when set
 	remote           net.Addr    // overrides io.RemoteAddr when set
 	peer             *peer.Peer  // the other end

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -89,7 +90,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 	c := &Conn{
 		raw:    raw,
 		io:     raw,
-		rio:    newRawIO(raw),
+		rio:    rawio.New(raw),
 		policy: cfg.ServerPolicy,
 		peer: &peer.Peer{
 			Network:    a.Scheme,

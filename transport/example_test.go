@@ -34,11 +34,12 @@ func ExampleListen() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c, err := l.AcceptConn()
+		nc, err := l.Accept()
 		if err != nil {
 			return
 		}
-		defer c.Close()
+		defer nc.Close()
+		c := nc.(*transport.Conn)
 		p := c.Peer() // the client
 		fmt.Printf("server: client is a %s peer, same user %t, same process %t\n",
 			p.Network, p.UID == os.Geteuid(), p.PID == os.Getpid())
@@ -177,7 +178,7 @@ func Example_webSocket() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c, err := l.AcceptConn()
+		c, err := l.Accept()
 		if err != nil {
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -83,6 +84,7 @@ type Stats struct {
 // Listener accepts connections whose peers the policy allows. It implements
 // net.Listener and starts no goroutines.
 type Listener struct {
+	wsLoop           // for rpc's event loop (ws_loop.go)
 	ln               net.Listener
 	addr             Addr     // as listened on, with the port the system chose
 	netAddr          net.Addr // what Addr returns
@@ -136,6 +138,7 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 		logger:           cfg.Logger,
 		handshakeTimeout: cfg.HandshakeTimeout,
 	}
+	l.wsLoop = wsLoop{l}
 	if l.handshakeTimeout == 0 {
 		l.handshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -210,21 +213,21 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 // returns it as a *Conn. Peers the policy refuses are closed, logged and
 // counted in Stats, and Accept goes on waiting. It returns an error matching
 // net.ErrClosed once the Listener is closed.
+//
+// For unix peers the kernel credentials are read and the policy applied
+// before any byte is read. TLS and WebSocket connections are returned before
+// their handshakes, which run on the first Read, Write or Handshake call, so
+// that a slow client cannot stall Accept.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptConn()
+	c, err := l.acceptConn()
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// AcceptConn is Accept returning the *Conn type.
-//
-// For unix peers the kernel credentials are read and the policy applied
-// before any byte is read. TLS and WebSocket connections are returned before
-// their handshakes, which run on the first Read, Write or Handshake call, so
-// that a slow client cannot stall Accept.
-func (l *Listener) AcceptConn() (*Conn, error) {
+// acceptConn is Accept returning the *Conn type.
+func (l *Listener) acceptConn() (*Conn, error) {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -247,7 +250,7 @@ func (l *Listener) admit(c net.Conn) *Conn {
 	conn := &Conn{
 		raw:    c,
 		io:     c,
-		rio:    newRawIO(c),
+		rio:    rawio.New(c),
 		srv:    l,
 		policy: l.policy,
 		peer: &peer.Peer{

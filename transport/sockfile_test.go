@@ -542,7 +542,7 @@ func TestErrorsNameThePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	c, err := l.AcceptConn()
+	c, err := l.acceptConn()
 	if err != nil {
 		t.Fatal(err)
 	}

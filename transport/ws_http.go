@@ -138,7 +138,9 @@ func UpgradeWebSocket(w http.ResponseWriter, r *http.Request, opts *WebSocketOpt
 	}
 	wc := newWSConn(conn, false)
 	wc.start(buffered)
-	return &Conn{raw: conn, ws: wc, io: wc, peer: hijackedPeer(conn, r)}, nil
+	c := &Conn{raw: conn, ws: wc, io: wc, peer: hijackedPeer(conn, r)}
+	c.wsDetach = wsDetach{c}
+	return c, nil
 }
 
 // hijackedPeer returns the identity of the peer of a connection hijacked

@@ -11,13 +11,36 @@ import (
 )
 
 // An event-loop server (package rpc) serves WebSocket connections itself
-// once the opening handshake is done, which runs here as usual: these hooks
-// give it the handshake of a ws Listener and the bytes a connection has
-// buffered, without more exported API.
-func init() {
-	wsframe.ServerHandshake = loopHandshake
-	wsframe.Detach = detachWS
-	wsframe.ListenerSocket = wsListenerSocket
+// once the opening handshake is done, which runs here as usual. Listener
+// and Conn implement wsframe.LoopListener and wsframe.Detacher for it
+// through the embedded wsLoop and wsDetach, whose methods are not part of
+// the documented API.
+
+// wsLoop makes a Listener a wsframe.LoopListener.
+type wsLoop struct{ l *Listener }
+
+var _ wsframe.LoopListener = (*Listener)(nil)
+
+// LoopSocket returns the listening socket of a ws (not wss) Listener.
+func (w wsLoop) LoopSocket() (syscall.RawConn, error) { return wsListenerSocket(w.l) }
+
+// LoopHandshake runs a ws Listener's opening handshake on conn.
+func (w wsLoop) LoopHandshake(ctx context.Context, conn net.Conn) ([]byte, error) {
+	return loopHandshake(ctx, w.l, conn)
+}
+
+// wsDetach makes a Conn a wsframe.Detacher.
+type wsDetach struct{ c *Conn }
+
+var _ wsframe.Detacher = (*Conn)(nil)
+
+// LoopDetach returns the connection under a server Conn from
+// UpgradeWebSocket, and the bytes it has buffered.
+func (w wsDetach) LoopDetach() (net.Conn, []byte, bool) {
+	if w.c == nil {
+		return nil, nil, false
+	}
+	return detachWS(w.c)
 }
 
 // loopHandshake runs a ws (not wss) Listener's opening handshake on conn,

@@ -1,6 +1,7 @@
 // Package wire is warren's wire layer: the connection preface, the fixed
-// frame header, the payload encodings of each frame type, message chunking,
-// and buffered frame I/O over a connection. It starts no goroutines.
+// frame header, the payload encodings of each frame type and message
+// chunking: what another implementation or a tool needs. It starts no
+// goroutines and does no I/O but reading a preface.
 //
 // Encoders append to a caller's buffer; decoders parse from one and report
 // "need more bytes" with ok == false rather than an error. Every length read

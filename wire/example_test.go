@@ -94,7 +94,7 @@ func ExampleAssembler() {
 }
 
 // Each side sends a preface at connection start; a server recognises an
-// HTTP client and can answer it in HTTP.
+// HTTP client by the error.
 func ExampleParsePreface() {
 	client := wire.AppendPreface(nil, wire.Settings{MaxFrameSize: 16 << 10})
 	fmt.Printf("client preface: % x\n", client)
@@ -104,12 +104,8 @@ func ExampleParsePreface() {
 
 	_, _, _, err = wire.ParsePreface([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	fmt.Println(errors.Is(err, wire.ErrNotWarren), errors.Is(err, wire.ErrHTTPRequest))
-	if errors.Is(err, wire.ErrHTTPRequest) {
-		fmt.Printf("%q\n", wire.HTTPRejectResponse[:24])
-	}
 	// Output:
 	// client preface: f0 57 52 4e 01 01 00 01 00 00 40 00
 	// 16384 4194304 12 true <nil>
 	// true true
-	// "HTTP/1.1 400 Bad Request"
 }

@@ -51,7 +51,7 @@ func (t Type) String() string {
 }
 
 // Valid reports whether t is a frame type this version of the protocol knows.
-func (t Type) Valid() bool { return t >= TypeHeaders && t <= TypeGoAway }
+func (t Type) valid() bool { return t >= TypeHeaders && t <= TypeGoAway }
 
 // Flags is the flag byte of a frame header.
 type Flags uint8
@@ -91,8 +91,8 @@ func AppendHeader(b []byte, h Header) []byte {
 		byte(h.Type), byte(h.Flags))
 }
 
-// PutHeader writes h into b[:HeaderSize]. It panics if b is shorter.
-func PutHeader(b []byte, h Header) {
+// putHeader writes h into b[:HeaderSize]. It panics if b is shorter.
+func putHeader(b []byte, h Header) {
 	_ = b[HeaderSize-1]
 	binary.BigEndian.PutUint32(b, h.Length)
 	binary.BigEndian.PutUint32(b[4:], h.Stream)

@@ -19,9 +19,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 			t.Fatalf("AppendHeader(%v) appended %d bytes", h, len(b)-1)
 		}
 		var p [HeaderSize]byte
-		PutHeader(p[:], h)
+		putHeader(p[:], h)
 		if !bytes.Equal(p[:], b[1:]) {
-			t.Fatalf("PutHeader = %x, AppendHeader = %x", p, b[1:])
+			t.Fatalf("putHeader = %x, AppendHeader = %x", p, b[1:])
 		}
 		got, ok := ParseHeader(b[1:])
 		if !ok || got != h {
@@ -49,7 +49,7 @@ func TestPutHeaderShortPanics(t *testing.T) {
 			t.Fatal("no panic")
 		}
 	}()
-	PutHeader(make([]byte, HeaderSize-1), Header{})
+	putHeader(make([]byte, HeaderSize-1), Header{})
 }
 
 func TestHeaderCheck(t *testing.T) {
@@ -169,8 +169,8 @@ func TestTypeAndHeaderString(t *testing.T) {
 		if typ.String() != s {
 			t.Errorf("%d: %q, want %q", uint8(typ), typ.String(), s)
 		}
-		if typ.Valid() != !strings.HasPrefix(s, "Type(") {
-			t.Errorf("%v.Valid() = %v", typ, typ.Valid())
+		if typ.valid() != !strings.HasPrefix(s, "Type(") {
+			t.Errorf("%v.valid() = %v", typ, typ.valid())
 		}
 	}
 	if s := (Header{Length: 5, Stream: 3, Type: TypeData, Flags: FlagEnd}).String(); s != "DATA stream=3 len=5 flags=0x02" {

@@ -37,7 +37,7 @@ func FuzzParseFrame(f *testing.F) {
 	}
 	f.Add(AppendFrame(nil, 1, TypeData, 0, make([]byte, 100)), uint32(99))
 	f.Fuzz(func(t *testing.T, data []byte, max uint32) {
-		max %= 1 << 20 // the Reader below may buffer up to one frame
+		max %= 1 << 20
 		rest, h, p, ok, err := ParseFrame(data, max)
 		hh, hok := ParseHeader(data)
 		switch {
@@ -59,67 +59,6 @@ func FuzzParseFrame(f *testing.F) {
 			}
 		}
 
-		// A Reader fed one byte at a time agrees on the first frame.
-		r := NewReader(iotest.OneByteReader(bytes.NewReader(data)), max)
-		rh, rp, rerr := r.Next()
-		switch {
-		case err != nil:
-			if errClass(rerr) != errClass(err) {
-				t.Fatalf("Reader: %v, ParseFrame: %v", rerr, err)
-			}
-		case !ok:
-			if want := io.ErrUnexpectedEOF; len(data) == 0 {
-				if rerr != io.EOF {
-					t.Fatalf("Reader on no bytes: %v", rerr)
-				}
-			} else if rerr != want {
-				t.Fatalf("Reader on a partial frame: %v", rerr)
-			}
-		default:
-			if rerr != nil || rh != h || !bytes.Equal(rp, p) {
-				t.Fatalf("Reader: %v %x %v", rh, rp, rerr)
-			}
-			if r.Buffered() != 0 {
-				t.Fatalf("Reader read %d bytes past a frame one byte at a time", r.Buffered())
-			}
-		}
-
-		// A Reader that reads payloads in place (NextInto), peeking at and
-		// skipping a 4-byte prefix as a session does for the first frame
-		// of a chunked message, and reading some frames through its buffer
-		// (as a session does small ones), returns the frames ParseFrame
-		// finds, one after the other, less the bytes skipped.
-		r2 := NewReader(iotest.HalfReader(bytes.NewReader(data)), max)
-		var skipped int
-		into := func(h Header, head []byte) ([]byte, int) {
-			switch {
-			case h.Length%3 == 1:
-				return nil, 0 // through the buffer, between frames read in place
-			case h.Flags&FlagMore == 0 || h.Length < 8:
-				return make([]byte, h.Length), 0
-			case len(head) < 4:
-				return nil, 4
-			}
-			skipped = 4
-			return make([]byte, h.Length-4), 4
-		}
-		for rest := data; ; {
-			var h Header
-			var p []byte
-			var ok bool
-			rest, h, p, ok, err = ParseFrame(rest, max)
-			skipped = 0
-			ih, ip, ierr := r2.NextInto(into)
-			if err != nil || !ok {
-				if ierr == nil {
-					t.Fatalf("NextInto: %v %x, ParseFrame: ok=%v %v", ih, ip, ok, err)
-				}
-				break
-			}
-			if ierr != nil || ih != h || !bytes.Equal(ip, p[skipped:]) {
-				t.Fatalf("NextInto: %v %x %v (skipped %d), ParseFrame: %v %x", ih, ip, ierr, skipped, h, p)
-			}
-		}
 	})
 }
 
@@ -139,10 +78,10 @@ func FuzzParsePreface(f *testing.F) {
 			}
 			if errors.As(err, &nw) {
 				m := min(len(data), 4)
-				if bytes.Equal(data[:m], Magic[:m]) {
+				if string(data[:m]) == Magic[:m] {
 					t.Fatalf("NotWarren for a magic prefix %x", data)
 				}
-				if nw.HTTP != LooksLikeHTTP(data) || errors.Is(err, ErrHTTPRequest) != nw.HTTP {
+				if nw.HTTP != looksLikeHTTP(data) || errors.Is(err, ErrHTTPRequest) != nw.HTTP {
 					t.Fatalf("HTTP classification of %q: %v", data, err)
 				}
 				if !bytes.Equal(nw.Prefix, data[:min(len(data), 6)]) {
@@ -157,7 +96,7 @@ func FuzzParsePreface(f *testing.F) {
 			if err := s.Validate(); err != nil {
 				t.Fatalf("accepted invalid settings: %v", err)
 			}
-			if !bytes.Equal(data[:4], Magic[:]) || data[4] != Version || n != 6+6*int(data[5]) {
+			if string(data[:4]) != Magic || data[4] != Version || n != 6+6*int(data[5]) {
 				t.Fatalf("accepted %x as a preface of %d bytes", data[:n], n)
 			}
 			again := AppendPreface(nil, s)

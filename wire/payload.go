@@ -259,7 +259,7 @@ func AppendWindow(b []byte, incr uint32) []byte {
 }
 
 // ParseWindow decodes a WINDOW payload. The increment must be in
-// [1, MaxWindow].
+// [1, maxWindow].
 func ParseWindow(p []byte) (uint32, error) {
 	if len(p) != 4 {
 		return 0, payloadErr(TypeWindow, "length is not 4")
@@ -268,7 +268,7 @@ func ParseWindow(p []byte) (uint32, error) {
 	if incr == 0 {
 		return 0, payloadErr(TypeWindow, "zero increment")
 	}
-	if incr > MaxWindow {
+	if incr > maxWindow {
 		return 0, payloadErr(TypeWindow, "increment over 2^31-1")
 	}
 	return incr, nil

@@ -246,7 +246,7 @@ func TestParseDetails(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
-	for _, incr := range []uint32{1, 65536, MaxWindow} {
+	for _, incr := range []uint32{1, 65536, maxWindow} {
 		b := AppendWindow(nil, incr)
 		if len(b) != 4 {
 			t.Fatalf("%d bytes", len(b))

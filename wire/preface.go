@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"strconv"
 )
 
 // Version is the protocol version this package speaks.
@@ -13,7 +12,7 @@ const Version = 1
 
 // Magic starts every preface. Its first byte is not ASCII, so no text
 // protocol (HTTP, SMTP, Redis...) starts the same way.
-var Magic = [4]byte{0xF0, 'W', 'R', 'N'}
+const Magic = "\xF0WRN"
 
 // MaxPrefaceSize is the size of the largest valid preface: magic, version,
 // count, and 16 settings of 6 bytes each.
@@ -28,23 +27,23 @@ const (
 	DefaultInitialWindow  = 1 << 20
 	DefaultMaxStreams     = 1024
 
-	MinFrameSize        = 1 << 10  // smallest MaxFrameSize a side may advertise
+	minFrameSize        = 1 << 10  // smallest MaxFrameSize a side may advertise
 	MaxFrameSizeLimit   = 16 << 20 // largest MaxFrameSize a side may advertise
 	MaxMessageSizeLimit = 1 << 30  // largest MaxMessageSize a side may advertise
-	MinWindow           = 1 << 10  // smallest InitialWindow a side may advertise
-	MaxWindow           = 1<<31 - 1
-	MaxStreamsLimit     = 1<<31 - 1
+	minWindow           = 1 << 10  // smallest InitialWindow a side may advertise
+	maxWindow           = 1<<31 - 1
+	maxStreamsLimit     = 1<<31 - 1
 )
 
-// SettingID identifies a setting in a preface.
-type SettingID uint16
+// settingID identifies a setting in a preface.
+type settingID uint16
 
 // Setting ids. A receiver ignores ids it does not know.
 const (
-	SettingMaxFrameSize   SettingID = 1
-	SettingMaxMessageSize SettingID = 2
-	SettingInitialWindow  SettingID = 3
-	SettingMaxStreams     SettingID = 4
+	settingMaxFrameSize   settingID = 1
+	settingMaxMessageSize settingID = 2
+	settingInitialWindow  settingID = 3
+	settingMaxStreams     settingID = 4
 )
 
 // Settings are the limits one side of a connection advertises in its
@@ -57,8 +56,8 @@ type Settings struct {
 	MaxStreams     uint32 // concurrent streams this side accepts; default 1024, range [1, 2^31-1]
 }
 
-// DefaultSettings returns the settings a side that advertises nothing has.
-func DefaultSettings() Settings {
+// defaultSettings returns the settings a side that advertises nothing has.
+func defaultSettings() Settings {
 	return Settings{
 		MaxFrameSize:   DefaultMaxFrameSize,
 		MaxMessageSize: DefaultMaxMessageSize,
@@ -69,7 +68,7 @@ func DefaultSettings() Settings {
 
 // WithDefaults returns s with every zero field set to its default.
 func (s Settings) WithDefaults() Settings {
-	d := DefaultSettings()
+	d := defaultSettings()
 	if s.MaxFrameSize == 0 {
 		s.MaxFrameSize = d.MaxFrameSize
 	}
@@ -94,16 +93,16 @@ func (s Settings) Validate() error {
 		}
 		return nil
 	}
-	if err := check("MaxFrameSize", s.MaxFrameSize, MinFrameSize, MaxFrameSizeLimit); err != nil {
+	if err := check("MaxFrameSize", s.MaxFrameSize, minFrameSize, MaxFrameSizeLimit); err != nil {
 		return err
 	}
 	if err := check("MaxMessageSize", s.MaxMessageSize, 1, MaxMessageSizeLimit); err != nil {
 		return err
 	}
-	if err := check("InitialWindow", s.InitialWindow, MinWindow, MaxWindow); err != nil {
+	if err := check("InitialWindow", s.InitialWindow, minWindow, maxWindow); err != nil {
 		return err
 	}
-	return check("MaxStreams", s.MaxStreams, 1, MaxStreamsLimit)
+	return check("MaxStreams", s.MaxStreams, 1, maxStreamsLimit)
 }
 
 // AppendPreface appends the preface advertising s to b. Zero fields and
@@ -112,21 +111,21 @@ func (s Settings) Validate() error {
 // preface whose settings are out of range.
 func AppendPreface(b []byte, s Settings) []byte {
 	s = s.WithDefaults()
-	d := DefaultSettings()
-	b = append(b, Magic[:]...)
+	d := defaultSettings()
+	b = append(b, Magic...)
 	b = append(b, Version, 0)
 	countAt := len(b) - 1
-	put := func(id SettingID, v, def uint32) {
+	put := func(id settingID, v, def uint32) {
 		if v != def {
 			b = binary.BigEndian.AppendUint16(b, uint16(id))
 			b = binary.BigEndian.AppendUint32(b, v)
 			b[countAt]++
 		}
 	}
-	put(SettingMaxFrameSize, s.MaxFrameSize, d.MaxFrameSize)
-	put(SettingMaxMessageSize, s.MaxMessageSize, d.MaxMessageSize)
-	put(SettingInitialWindow, s.InitialWindow, d.InitialWindow)
-	put(SettingMaxStreams, s.MaxStreams, d.MaxStreams)
+	put(settingMaxFrameSize, s.MaxFrameSize, d.MaxFrameSize)
+	put(settingMaxMessageSize, s.MaxMessageSize, d.MaxMessageSize)
+	put(settingInitialWindow, s.InitialWindow, d.InitialWindow)
+	put(settingMaxStreams, s.MaxStreams, d.MaxStreams)
 	return b
 }
 
@@ -138,7 +137,7 @@ func AppendPreface(b []byte, s Settings) []byte {
 // warren preface, with a *NotWarrenError (errors.Is ErrNotWarren). The one
 // exception: while fewer than 4 bytes are available and they could still be
 // the start of an HTTP request, it asks for more, so that a request is
-// reliably reported as ErrHTTPRequest as well (see LooksLikeHTTP).
+// reliably reported as ErrHTTPRequest as well (see looksLikeHTTP).
 //
 // A version other than Version gives an error matching ErrVersion, more than
 // 16 settings one matching ErrBadPreface, and a setting out of range a
@@ -146,11 +145,11 @@ func AppendPreface(b []byte, s Settings) []byte {
 // last value wins.
 func ParsePreface(b []byte) (s Settings, n int, ok bool, err error) {
 	m := min(len(b), len(Magic))
-	if !bytes.Equal(b[:m], Magic[:m]) {
+	if string(b[:m]) != Magic[:m] {
 		if m < 4 && httpPrefix(b) {
 			return Settings{}, 0, false, nil
 		}
-		return Settings{}, 0, false, &NotWarrenError{HTTP: LooksLikeHTTP(b), Prefix: bytes.Clone(b[:min(len(b), 6)])}
+		return Settings{}, 0, false, &NotWarrenError{HTTP: looksLikeHTTP(b), Prefix: bytes.Clone(b[:min(len(b), 6)])}
 	}
 	if len(b) > 4 && b[4] != Version {
 		return Settings{}, 0, false, fmt.Errorf("%w %d (this side speaks %d)", ErrVersion, b[4], Version)
@@ -166,17 +165,17 @@ func ParsePreface(b []byte) (s Settings, n int, ok bool, err error) {
 	if len(b) < n {
 		return Settings{}, 0, false, nil
 	}
-	s = DefaultSettings()
+	s = defaultSettings()
 	for p := b[6:n]; len(p) >= 6; p = p[6:] {
 		v := binary.BigEndian.Uint32(p[2:])
-		switch SettingID(binary.BigEndian.Uint16(p)) {
-		case SettingMaxFrameSize:
+		switch settingID(binary.BigEndian.Uint16(p)) {
+		case settingMaxFrameSize:
 			s.MaxFrameSize = v
-		case SettingMaxMessageSize:
+		case settingMaxMessageSize:
 			s.MaxMessageSize = v
-		case SettingInitialWindow:
+		case settingInitialWindow:
 			s.InitialWindow = v
-		case SettingMaxStreams:
+		case settingMaxStreams:
 			s.MaxStreams = v
 		}
 	}
@@ -190,10 +189,10 @@ func ParsePreface(b []byte) (s Settings, n int, ok bool, err error) {
 // HTTP/2 connection preface).
 var httpMethods = [...]string{"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}
 
-// LooksLikeHTTP reports whether b starts like an HTTP/1.x request: its first
+// looksLikeHTTP reports whether b starts like an HTTP/1.x request: its first
 // 4 bytes are those of a request method. It needs at least 4 bytes and
 // returns false for fewer.
-func LooksLikeHTTP(b []byte) bool {
+func looksLikeHTTP(b []byte) bool {
 	if len(b) < 4 {
 		return false
 	}
@@ -256,20 +255,4 @@ func ReadPreface(r io.Reader) (Settings, error) {
 			}
 		}
 	}
-}
-
-// HTTPRejectResponse is a complete HTTP/1.1 400 response (Connection: close,
-// plain-text body) explaining that the socket speaks the warren protocol. A
-// listener that does not serve HTTP writes it to a peer whose preface is an
-// HTTP request (ErrHTTPRequest), then closes the connection.
-var HTTPRejectResponse = httpReject()
-
-func httpReject() []byte {
-	body := "This socket speaks the warren protocol (version " + strconv.Itoa(Version) + "), not HTTP.\n" +
-		"Connect with a warren client; see PROTOCOL.md in github.com/warrenipc/warren.\n"
-	return []byte("HTTP/1.1 400 Bad Request\r\n" +
-		"Content-Type: text/plain; charset=utf-8\r\n" +
-		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
-		"Connection: close\r\n" +
-		"\r\n" + body)
 }

@@ -1,18 +1,18 @@
 package wire
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/warrenipc/warren/internal/testutil"
 )
 
 func TestDefaultSettings(t *testing.T) {
-	d := DefaultSettings()
+	d := defaultSettings()
 	if d != (Settings{MaxFrameSize: 65536, MaxMessageSize: 4 << 20, InitialWindow: 1 << 20, MaxStreams: 1024}) {
 		t.Fatalf("DefaultSettings = %+v", d)
 	}
@@ -32,7 +32,7 @@ func TestDefaultSettings(t *testing.T) {
 }
 
 func TestSettingsValidate(t *testing.T) {
-	ok := DefaultSettings()
+	ok := defaultSettings()
 	tests := []struct {
 		name    string
 		mod     func(*Settings)
@@ -78,7 +78,7 @@ func TestAppendPreface(t *testing.T) {
 	if got := AppendPreface(nil, Settings{}); !bytes.Equal(got, []byte{0xF0, 'W', 'R', 'N', 1, 0}) {
 		t.Fatalf("default preface %x", got)
 	}
-	if got := AppendPreface(nil, DefaultSettings()); len(got) != 6 {
+	if got := AppendPreface(nil, defaultSettings()); len(got) != 6 {
 		t.Fatalf("explicit defaults: %x", got)
 	}
 	all := Settings{MaxFrameSize: 1 << 20, MaxMessageSize: 1 << 30, InitialWindow: 1 << 16, MaxStreams: 7}
@@ -107,7 +107,7 @@ func TestParsePrefaceIncremental(t *testing.T) {
 }
 
 func TestParsePrefaceErrors(t *testing.T) {
-	magic := string(Magic[:])
+	magic := Magic
 	type test struct {
 		in      string
 		http    bool
@@ -182,33 +182,10 @@ func TestLooksLikeHTTP(t *testing.T) {
 		"PATCH": true, "CONNECT": true, "TRACE": true, "PRI * HTTP/2.0": true,
 		"GET": false, "": false, "get /": false, "\xF0WRN": false, "HTTP/1.1": false, "PUTX": false,
 	} {
-		if got := LooksLikeHTTP([]byte(in)); got != want {
-			t.Errorf("LooksLikeHTTP(%q) = %v", in, got)
+		if got := looksLikeHTTP([]byte(in)); got != want {
+			t.Errorf("looksLikeHTTP(%q) = %v", in, got)
 		}
 	}
-}
-
-// chunkReader returns its chunks one Read at a time and fails the test if
-// read past them, so tests can prove ReadPreface stops early.
-type chunkReader struct {
-	t      *testing.T
-	chunks []string
-	err    error // returned after the chunks; nil fails the test
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.chunks) == 0 {
-		if r.err == nil {
-			r.t.Fatal("read past the bytes the test provided")
-		}
-		return 0, r.err
-	}
-	n := copy(p, r.chunks[0])
-	r.chunks[0] = r.chunks[0][n:]
-	if r.chunks[0] == "" {
-		r.chunks = r.chunks[1:]
-	}
-	return n, nil
 }
 
 func TestReadPreface(t *testing.T) {
@@ -232,18 +209,18 @@ func TestReadPreface(t *testing.T) {
 		}
 	}
 	s, err := ReadPreface(bytes.NewReader(AppendPreface(nil, Settings{})))
-	if err != nil || s != DefaultSettings() {
+	if err != nil || s != defaultSettings() {
 		t.Fatalf("default preface: %+v %v", s, err)
 	}
 
 	// Fails on the first wrong bytes without reading more.
 	for _, chunks := range [][]string{{"GET "}, {"G", "E", "T", " "}, {"\x16"}, {"\xF0WRN\x07"}, {"\xF0WRN", "\x01\x12"}} {
-		_, err := ReadPreface(&chunkReader{t: t, chunks: chunks})
+		_, err := ReadPreface(&testutil.ChunkReader{T: t, Chunks: chunks})
 		if err == nil {
 			t.Fatalf("%q: no error", chunks)
 		}
 	}
-	_, err = ReadPreface(&chunkReader{t: t, chunks: []string{"GE", "T /index.html HTTP/1.1\r\n"}})
+	_, err = ReadPreface(&testutil.ChunkReader{T: t, Chunks: []string{"GE", "T /index.html HTTP/1.1\r\n"}})
 	var nw *NotWarrenError
 	if !errors.As(err, &nw) || !nw.HTTP || string(nw.Prefix) != "GET /i" || !errors.Is(err, ErrHTTPRequest) {
 		t.Fatalf("HTTP request: %v", err)
@@ -257,11 +234,11 @@ func TestReadPreface(t *testing.T) {
 		t.Fatalf("truncated: %v", err)
 	}
 	boom := errors.New("boom")
-	if _, err := ReadPreface(&chunkReader{t: t, chunks: []string{"\xF0W"}, err: boom}); !errors.Is(err, boom) ||
+	if _, err := ReadPreface(&testutil.ChunkReader{T: t, Chunks: []string{"\xF0W"}, Err: boom}); !errors.Is(err, boom) ||
 		!strings.Contains(err.Error(), "reading preface") {
 		t.Fatalf("read error: %v", err)
 	}
-	if _, err := ReadPreface(emptyReader{}); !errors.Is(err, io.ErrNoProgress) {
+	if _, err := ReadPreface(testutil.EmptyReader{}); !errors.Is(err, io.ErrNoProgress) {
 		t.Fatalf("no progress: %v", err)
 	}
 	// Data returned together with an error is used.
@@ -285,10 +262,6 @@ func (r *dataEOFReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-type emptyReader struct{}
-
-func (emptyReader) Read([]byte) (int, error) { return 0, nil }
-
 func TestReadPrefaceAllocs(t *testing.T) {
 	p := AppendPreface(nil, Settings{MaxFrameSize: 1 << 20})
 	r := bytes.NewReader(p)
@@ -307,23 +280,5 @@ func TestReadPrefaceAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("ParsePreface: %v allocs", n)
-	}
-}
-
-func TestHTTPRejectResponse(t *testing.T) {
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(HTTPRejectResponse)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 400 || !resp.Close || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" ||
-		resp.ContentLength != int64(len(body)) || !strings.Contains(string(body), "warren protocol") {
-		t.Fatalf("%+v %q", resp, body)
-	}
-	if !bytes.HasSuffix(HTTPRejectResponse, body) {
-		t.Fatal("bytes after the body")
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/warrenipc/warren/internal/connbench"
+	"github.com/warrenipc/warren/cmd/warren/internal/connbench"
 )
 
 var benchHelp = help{

@@ -128,7 +128,7 @@ func cmdCall(e *env, args []string) error {
 	}
 	defer c.Close()
 
-	kind := rpc.KindUnary.String()
+	kind := "unary"
 	list, err := methods(ctx, c, 10*time.Second)
 	switch {
 	case err == nil:
@@ -141,7 +141,7 @@ func cmdCall(e *env, args []string) error {
 		// No introspection (or not for us): assume a unary method.
 	}
 
-	streamIn := kind == rpc.KindClientStream.String() || kind == rpc.KindBidiStream.String()
+	streamIn := kind == "client_stream" || kind == "bidi_stream"
 	if req == nil && !streamIn {
 		if fromStdin {
 			if req, err = readOneJSON(e.stdin); err != nil {
@@ -154,13 +154,13 @@ func cmdCall(e *env, args []string) error {
 
 	out := &jsonLines{w: e.stdout}
 	switch {
-	case kind == rpc.KindUnary.String():
+	case kind == "unary":
 		var resp json.RawMessage
 		if err := c.Invoke(ctx, method, &req, &resp, rpc.WithCodec(codec.JSON)); err != nil {
 			return interrupted(ctx, explain(addrArg, err))
 		}
 		return out.write(resp)
-	case kind == rpc.KindServerStream.String(), streamIn:
+	case kind == "server_stream", streamIn:
 		return callStream(ctx, e, c, addrArg, method, req, out)
 	}
 	return &callError{status.Unimplemented, fmt.Sprintf("%s is a %s method, which this command cannot call", method, kind)}
@@ -310,11 +310,11 @@ func cmdList(e *env, args []string) error {
 	for _, m := range list.Methods {
 		req, reply := formatShape(m.Request), formatShape(m.Reply)
 		switch m.Kind {
-		case rpc.KindServerStream.String():
+		case "server_stream":
 			reply = "stream " + reply
-		case rpc.KindClientStream.String():
+		case "client_stream":
 			req = "stream " + req
-		case rpc.KindBidiStream.String():
+		case "bidi_stream":
 			req, reply = "stream "+req, "stream "+reply
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Kind, req, reply)

@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"

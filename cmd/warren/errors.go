@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
@@ -37,7 +37,7 @@ func explain(addr string, err error) *callError {
 	code, msg := se.Code, trimWarren(se.Message)
 	uid := os.Geteuid()
 	var (
-		ga      *mux.GoAwayError
+		ga      *rpc.GoAwayError
 		addrErr *transport.AddrError
 		tooLong *transport.PathTooLongError
 		fileErr *transport.SocketFileError
@@ -60,11 +60,8 @@ func explain(addr string, err error) *callError {
 		// server to run as this user).
 		return &callError{status.PermissionDenied, fmt.Sprintf(
 			"the server at %s does not run as you (uid %d), so it is not trusted with the default address: %s; give its address explicitly if you trust it", where, uid, msg)}
-	case se.Code == status.PermissionDenied && errors.As(err, &ga),
-		se.Code == status.ResourceExhausted && strings.Contains(se.Message, "peer not authorized"):
-		// Refused by the server's connection policy: a GOAWAY, or a call
-		// refused on a connection the server is refusing (rpc reports
-		// those as ResourceExhausted).
+	case se.Code == status.PermissionDenied && errors.As(err, &ga):
+		// Refused by the server's connection policy.
 		return &callError{status.PermissionDenied, fmt.Sprintf(
 			"permission denied by the server's policy for uid %d: ask whoever runs the server to allow you (warren serve --allow-uid %d); the server said: %s", uid, uid, trimWarren(ga0(ga, se.Message)))}
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
@@ -76,9 +73,10 @@ func explain(addr string, err error) *callError {
 		return &callError{status.Unavailable, fmt.Sprintf("%s is not a warren server (%s)", where, msg)}
 	case errors.Is(err, wire.ErrVersion):
 		return &callError{status.Unavailable, fmt.Sprintf("the server at %s speaks another version of the warren protocol (%s): use a warren command of the same version", where, msg)}
-	case se.Code == status.Unavailable && strings.Contains(se.Message, "server preface") &&
+	case se.Code == status.Unavailable && !isConnLost(err) &&
 		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
-		// The connection was closed before the handshake: a listener
+		// The connection was closed during the handshake (not a lost
+		// session): a listener
 		// whose policy refuses us closes it without a word.
 		return &callError{status.Unavailable, fmt.Sprintf(
 			"the server at %s closed the connection during the handshake: its policy probably refuses uid %d (ask whoever runs it to allow you), or it is not a warren server", where, uid)}
@@ -95,17 +93,15 @@ func explain(addr string, err error) *callError {
 // refusedConn reports an error that concerns the connection rather than a
 // call: unreachable, refused by the server's policy or limits.
 func refusedConn(err error) bool {
-	var ga *mux.GoAwayError
+	var ga *rpc.GoAwayError
 	switch status.CodeOf(err) {
 	case status.Unavailable:
 		return true
-	case status.ResourceExhausted:
-		return strings.Contains(status.FromError(err).Message, "peer not authorized")
 	}
 	return errors.As(err, &ga) || errors.Is(err, peer.ErrDenied)
 }
 
-func ga0(ga *mux.GoAwayError, fallback string) string {
+func ga0(ga *rpc.GoAwayError, fallback string) string {
 	if ga != nil && ga.Message != "" {
 		return ga.Message
 	}
@@ -113,7 +109,7 @@ func ga0(ga *mux.GoAwayError, fallback string) string {
 }
 
 func isConnLost(err error) bool {
-	var ce *mux.ConnError
+	var ce *rpc.ConnError
 	return errors.As(err, &ce)
 }
 

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warrenipc/warren/counter"
+	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"

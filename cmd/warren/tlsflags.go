@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/warrenipc/warren/mux"
 	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 )
@@ -231,7 +231,7 @@ func explainTLSCall(addr string, err error) *callError {
 		return nil
 	}
 	se := status.FromError(err)
-	var ga *mux.GoAwayError
+	var ga *rpc.GoAwayError
 	switch {
 	// Refused by the server's policy: a GOAWAY, or a call answered with
 	// the refusal before the GOAWAY came (rpc reports calls refused on a

@@ -292,22 +292,26 @@ func (d *Decoder) AppendHeader(dst []byte, n int) []byte { return AppendHeader(d
 // AppendClose is the package's AppendClose.
 func (d *Decoder) AppendClose(dst []byte, code int) []byte { return AppendClose(dst, code) }
 
-// Hooks that package transport sets, so that rpc's event loop can take over
-// a WebSocket connection after the opening handshake without transport
-// exporting more API.
-var (
-	// ServerHandshake runs the server side of a ws:// Listener's opening
-	// handshake (ln is the *transport.Listener) on conn, bounded by ctx,
-	// and returns the bytes that arrived after the request. On error the
-	// caller closes conn.
-	ServerHandshake func(ctx context.Context, ln net.Listener, conn net.Conn) (buffered []byte, err error)
-	// Detach takes a connection that transport.UpgradeWebSocket returned,
-	// before any I/O on it, and returns the connection it runs on and the
-	// bytes that arrived after the request. The WebSocket connection must
-	// not be used afterwards; the caller owns the returned one.
-	Detach func(c net.Conn) (raw net.Conn, buffered []byte, ok bool)
-	// ListenerSocket returns the listening socket of a ws:// Listener
-	// (transport.Listener.SyscallConn refuses WebSocket listeners: their
-	// connections need the opening handshake first).
-	ListenerSocket func(ln net.Listener) (syscall.RawConn, error)
-)
+// LoopListener is what rpc's event loop needs of a ws:// (not wss://)
+// transport.Listener, which implements it (through a field of an
+// unexported type, so it is not part of transport's documented API).
+type LoopListener interface {
+	// LoopSocket returns the listening socket (the Listener's SyscallConn
+	// refuses WebSocket listeners: their connections need the opening
+	// handshake first).
+	LoopSocket() (syscall.RawConn, error)
+	// LoopHandshake runs the server side of the opening handshake on conn,
+	// a connection accepted from that socket, bounded by ctx, and returns
+	// the bytes that arrived after the request. On error the caller closes
+	// conn.
+	LoopHandshake(ctx context.Context, conn net.Conn) (buffered []byte, err error)
+}
+
+// Detacher is implemented by the connections transport.UpgradeWebSocket
+// returns. LoopDetach, before any I/O on the WebSocket connection, returns
+// the connection it runs on and the bytes that arrived after the request;
+// the WebSocket connection must not be used afterwards, and the caller owns
+// the returned one. ok is false for other connections.
+type Detacher interface {
+	LoopDetach() (raw net.Conn, buffered []byte, ok bool)
+}

@@ -1,0 +1,105 @@
+package counter_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
+)
+
+// Serve the counter service on a unix socket and call it.
+func Example() {
+	dir, err := os.MkdirTemp("", "counter-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	addr := "unix://" + filepath.Join(dir, "counter.sock")
+
+	srv := rpc.NewServer(nil)
+	store := counter.New()
+	store.Register(srv)
+	l, err := transport.Listen(addr, nil) // mode 0600, same-user policy
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer func() {
+		store.Shutdown() // end watches first: they never end by themselves
+		srv.Shutdown(context.Background())
+	}()
+
+	c, err := rpc.Dial(addr, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	set, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 40})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("set:", set.Name, set.Value)
+
+	by := int64(2)
+	inc, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a", By: &by})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("inc:", inc.Name, inc.Value)
+
+	_, err = rpc.Call[counter.GetRequest, counter.Counter](ctx, c, "Counter.Get", &counter.GetRequest{Name: "b"})
+	fmt.Println("get b:", status.CodeOf(err))
+
+	// Watch: the current value, then each change.
+	ws, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, c, "Counter.Watch")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ws.Close()
+	ws.Send(&counter.WatchRequest{Name: "a"})
+	ws.CloseSend()
+	first, err := ws.Recv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("watch:", first.Value)
+	rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}) // by 1
+	next, err := ws.Recv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("watch:", next.Value)
+	// Output:
+	// set: a 40
+	// inc: a 42
+	// get b: not_found
+	// watch: 42
+	// watch: 43
+}
+
+// The store can be used directly, without a server.
+func ExampleStore() {
+	s := counter.New()
+	s.Set("b", 2)
+	s.Set("a", 1)
+	if _, err := s.Inc("a", 10); err != nil {
+		log.Fatal(err)
+	}
+	_, err := s.Inc("missing", 1)
+	fmt.Println(err)
+	for _, c := range s.List() {
+		fmt.Println(c.Name, c.Value)
+	}
+	// Output:
+	// warren: not_found: no counter named "missing" (create it with Counter.Set)
+	// a 11
+	// b 2
+}

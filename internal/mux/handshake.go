@@ -1,0 +1,156 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/warrenipc/warren/wire"
+)
+
+// The handshake: prefaces both ways, and a server's answer to a client that
+// speaks HTTP instead.
+
+// Client performs the client side of the handshake on conn and starts the
+// session. On error conn is closed.
+func Client(conn net.Conn, cfg *Config) (*Session, error) {
+	s, err := newSession(conn, true, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Settings.MaxFrameSize == 0 {
+		s.local.MaxFrameSize = largeFrameSize
+	}
+	if s.cfg.Settings.InitialWindow == 0 {
+		s.local.InitialWindow = largeWindow
+	}
+	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
+	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: sending preface: %w", err)
+	}
+	peer, err := wire.ReadPreface(conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: reading server preface: %w", err)
+	}
+	conn.SetDeadline(time.Time{})
+	s.start(peer)
+	return s, nil
+}
+
+// Server performs the server side of the handshake on conn and starts the
+// session. A peer that is not warren gets an error within the handshake
+// timeout; an HTTP client is handed to cfg.OnHTTP or, without one, answered
+// with an HTTP 400 explaining what the socket speaks. On error conn is
+// closed, unless OnHTTP took it.
+func Server(conn net.Conn, cfg *Config) (*Session, error) {
+	s, err := newSession(conn, false, cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
+	peer, err := wire.ReadPreface(conn)
+	if err != nil {
+		var nw *wire.NotWarrenError
+		if errors.As(err, &nw) && nw.HTTP {
+			if s.cfg.OnHTTP != nil {
+				conn.SetDeadline(time.Time{})
+				s.cfg.OnHTTP(newReplayConn(conn, nw.Prefix))
+				return nil, fmt.Errorf("warren: connection handed to the HTTP server: %w", err)
+			}
+			conn.Write(httpRejectResponse)
+		}
+		conn.Close()
+		return nil, fmt.Errorf("warren: reading client preface: %w", err)
+	}
+	if s.cfg.Settings.MaxFrameSize == 0 && peer.MaxFrameSize > s.local.MaxFrameSize {
+		// Large frames for a client that asked for them, both ways; a
+		// client that announced the default gets the default.
+		s.local.MaxFrameSize = min(peer.MaxFrameSize, largeFrameSize)
+	}
+	if s.cfg.Settings.InitialWindow == 0 && peer.InitialWindow > s.local.InitialWindow {
+		s.local.InitialWindow = min(peer.InitialWindow, largeWindow)
+	}
+	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warren: sending preface: %w", err)
+	}
+	conn.SetDeadline(time.Time{})
+	s.start(peer)
+	return s, nil
+}
+
+// replayConn reads prefix, the bytes the preface reader consumed, before
+// reading from the connection.
+type replayConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *replayConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// NetConn returns the underlying connection.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// replayCloseWriteConn is a replayConn over a connection that can close its
+// write side (TCP, unix), which net/http uses to end a response cleanly.
+type replayCloseWriteConn struct{ replayConn }
+
+func (c *replayCloseWriteConn) CloseWrite() error {
+	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
+}
+
+func newReplayConn(conn net.Conn, prefix []byte) net.Conn {
+	if _, ok := conn.(interface{ CloseWrite() error }); ok {
+		return &replayCloseWriteConn{replayConn{conn, prefix}}
+	}
+	return &replayConn{conn, prefix}
+}
+
+// readsResume reports whether a read on conn that a past read deadline
+// interrupts leaves the byte stream intact, so that reading can go on once
+// the deadline is cleared: true for unix and tcp sockets, and for
+// connections that say so (transport.Conn for unix and tcp); false for TLS
+// and WebSocket, which can stop inside a record or frame.
+func readsResume(conn net.Conn) bool {
+	switch c := conn.(type) {
+	case *net.UnixConn, *net.TCPConn:
+		return true
+	case interface{ ReadsResume() bool }:
+		return c.ReadsResume()
+	}
+	return false
+}
+
+func (s *Session) handshakeTimeout() time.Duration {
+	if s.cfg.HandshakeTimeout > 0 {
+		return s.cfg.HandshakeTimeout
+	}
+	return 10 * time.Second
+}
+
+// httpRejectResponse is a complete HTTP/1.1 400 response (Connection: close,
+// plain-text body) explaining that the socket speaks the warren protocol. A
+// listener that does not serve HTTP writes it to a peer whose preface is an
+// HTTP request (wire.ErrHTTPRequest), then closes the connection.
+var httpRejectResponse = httpReject()
+
+func httpReject() []byte {
+	body := "This socket speaks the warren protocol (version " + strconv.Itoa(wire.Version) + "), not HTTP.\n" +
+		"Connect with a warren client; see PROTOCOL.md in github.com/warrenipc/warren.\n"
+	return []byte("HTTP/1.1 400 Bad Request\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
+		"Connection: close\r\n" +
+		"\r\n" + body)
+}

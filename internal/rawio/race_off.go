@@ -1,0 +1,5 @@
+//go:build !race && !msan && !asan
+
+package rawio
+
+const RaceEnabled = false

@@ -1,0 +1,137 @@
+//go:build linux
+
+package rpc
+
+import (
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/wsframe"
+	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Listener set-up: which listeners the event loop can serve, and
+// Server.serveEventLoop, which starts the loop.
+
+// loopListener is what the loop knows of its listener.
+type loopListener struct {
+	tl    *transport.Listener // nil for a plain net listener
+	ws    bool                // a ws:// listener: every connection opens with a WebSocket handshake
+	unix  bool
+	netw  string   // peer.Peer.Network: "unix" or "tcp"
+	local net.Addr // unix: the listener's address (the path of a socket file)
+}
+
+// loopListenerOf returns the listening socket of l, if the loop can serve it.
+func loopListenerOf(l net.Listener) (*loopListener, syscall.RawConn) {
+	ls := &loopListener{}
+	var rc syscall.RawConn
+	var err error
+	switch tl := l.(type) {
+	case *transport.Listener:
+		if rc, err = tl.SyscallConn(); err != nil {
+			if tl.Endpoint().Scheme != transport.SchemeWS {
+				return nil, nil
+			}
+			if rc, err = wsframe.LoopListener(tl).LoopSocket(); err != nil {
+				return nil, nil
+			}
+			ls.ws = true
+		}
+		ls.tl, ls.netw = tl, tl.Endpoint().Scheme
+		ls.unix = ls.netw == transport.SchemeUnix
+	case *net.UnixListener:
+		if tl.Addr().Network() != "unix" {
+			return nil, nil // unixpacket
+		}
+		if rc, err = tl.SyscallConn(); err != nil {
+			return nil, nil
+		}
+		ls.netw, ls.unix = "unix", true
+	case *net.TCPListener:
+		if rc, err = tl.SyscallConn(); err != nil {
+			return nil, nil
+		}
+		ls.netw = "tcp"
+	default:
+		return nil, nil
+	}
+	if ls.unix {
+		ls.local = l.Addr()
+	}
+	return ls, rc
+}
+
+// serveEventLoop serves l from an event loop on the calling goroutine until
+// the server closes. handled is false when the loop cannot serve l (Serve
+// then uses the goroutine mode).
+func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
+	ls, rc := loopListenerOf(l)
+	if rc == nil {
+		return false, nil
+	}
+	local := s.opts.Settings.WithDefaults()
+	if local.Validate() != nil {
+		return false, nil // every connection fails its handshake: as the goroutine mode does
+	}
+	// The loop accepts on its own descriptor of the listening socket, so
+	// that the listener's Close (by Shutdown, or by the user) cannot make
+	// it accept on a closed or reused descriptor.
+	lfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { lfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		return false, nil
+	}
+	if err := unix.SetNonblock(lfd, true); err != nil {
+		unix.Close(lfd)
+		return false, nil
+	}
+	p, err := evloop.NewPoller(maxEvents)
+	if err != nil {
+		unix.Close(lfd)
+		s.logger.Warn("warren: event loop unavailable; serving a goroutine per connection", "err", err)
+		return false, nil
+	}
+	if err := p.Add(lfd, evloop.In); err != nil {
+		p.Close()
+		unix.Close(lfd)
+		return false, nil
+	}
+	lp := &evLoop{
+		srv: s, ls: ls, p: p, lfd: lfd,
+		rbuf:        make([]byte, readBufSize),
+		local:       local,
+		preface:     wire.AppendPreface(nil, local),
+		settings:    map[wire.Settings]*wire.Settings{},
+		start:       time.Now(),
+		readTimeout: s.readTimeout(),
+		idleTimeout: s.opts.IdleTimeout,
+		hsTimeout:   s.handshakeTimeout(),
+		stop:        make(chan struct{}),
+		lrc:         rc,
+		lost:        make(chan struct{}),
+	}
+	s.ev.loops.Add(1)
+	loopsStarted.Add(1)
+	// The loop runs on its own goroutine so that Serve can return when the
+	// listener is closed (as it does in goroutine mode) while the loop
+	// goes on serving the connections it has.
+	done := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.ev.loops.Add(-1)
+		done <- lp.run()
+	}()
+	select {
+	case err := <-done:
+		return true, err
+	case <-lp.lost:
+		return true, fmt.Errorf("warren: accept: %w", net.ErrClosed)
+	}
+}

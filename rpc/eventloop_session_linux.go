@@ -1,0 +1,221 @@
+//go:build linux
+
+package rpc
+
+import (
+	"bytes"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Session lifecycle: a connection becomes active, hibernates, is handed off
+// to a goroutine, or ends.
+
+// activate gives rec a session, waking it up if it hibernates. It returns
+// false if the connection had to be closed.
+func (l *evLoop) activate(rec *loopConn) bool {
+	s := l.srv
+	a := rec.act
+	if a == nil {
+		a = &activeConn{since: l.now, lastIO: l.now}
+		l.addActive(rec, a)
+	}
+	if a.sess != nil {
+		return true
+	}
+	p := l.peerOf(rec, nil)
+	c := l.connOf(rec, p)
+	sc := &serverConn{srv: s, conn: c, peer: p, uid: -1}
+	if p.HasCred {
+		sc.uid = p.UID
+	}
+	sc.ctx = peer.NewContext(s.ctx, p)
+	cfg := mux.Config{
+		Settings:         s.opts.Settings,
+		HandshakeTimeout: s.handshakeTimeout(),
+		NewStream:        newServerStream,
+		OnStream:         sc.onStream,
+		OnRequest:        sc.onRequestWorker,
+		OnReset:          resetServerCall,
+		OnEnd:            endCall,
+	}
+	if a.refuse != "" {
+		refuse := a.refuse
+		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
+	}
+	st := &rec.fed
+	if rec.flags&flFresh != 0 {
+		st = nil
+	}
+	sess, err := mux.NewFed(c, &cfg, *rec.set, st)
+	if err != nil {
+		l.finalize(rec, err)
+		return false
+	}
+	rec.flags &^= flFresh
+	a.conn, a.sess, a.sc = c, sess, sc
+	sc.sess = sess
+	if a.refuse != "" {
+		return true // not admitted: not in s.conns
+	}
+	sc.lim, sc.key = rec.lim, l.limiterKey(rec, p)
+	s.mu.Lock()
+	closing := s.closing
+	s.conns[sc] = struct{}{}
+	s.ev.light--
+	s.ev.peak = max(s.ev.peak, len(s.conns))
+	s.mu.Unlock()
+	s.ev.wakes.Add(1)
+	if closing {
+		sess.GoAway(status.Unavailable, "server is shutting down")
+	}
+	return true
+}
+
+// hibernate drops rec's session if it is quiet, keeping its state in the
+// record.
+func (l *evLoop) hibernate(rec *loopConn) {
+	s := l.srv
+	a := rec.act
+	if l.partial(a) || a.refuse != "" || a.conn != nil && a.conn.controlPending() {
+		return
+	}
+	if a.sess != nil {
+		if a.sc.calls.Load() != 0 || a.sc.running.Load() != 0 {
+			return // (calls first: a call counts in running before it leaves calls)
+		}
+		st, ok := a.sess.Hibernate()
+		if !ok {
+			return
+		}
+		a.conn.retire()
+		rec.fed = st
+		s.mu.Lock()
+		delete(s.conns, a.sc)
+		s.ev.light++
+		if n := len(s.conns); s.ev.peak >= 4096 && n < s.ev.peak/8 {
+			// Most sessions hibernated after a burst: give back the room
+			// the map grew to.
+			m := make(map[*serverConn]struct{}, n)
+			for sc := range s.conns {
+				m[sc] = struct{}{}
+			}
+			s.conns, s.ev.peak = m, n
+		}
+		s.mu.Unlock()
+		s.ev.hibernations.Add(1)
+	}
+	if a.conn != nil {
+		a.conn.retire()
+	}
+	if a.ws != nil {
+		rec.flags &^= flWSMsg
+		if inMsg, _ := a.ws.fr.Idle(); inMsg {
+			rec.flags |= flWSMsg
+		}
+	}
+	l.removeActive(rec)
+}
+
+// quiet reports whether rec has nothing in flight: no call, no stream, no
+// byte to write, no partial frame.
+func (l *evLoop) quiet(rec *loopConn) bool {
+	a := rec.act
+	if a == nil {
+		return true
+	}
+	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
+		return false
+	}
+	return a.sess == nil || a.sc.calls.Load() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
+}
+
+// finalize closes rec's connection: its session ends with err, its
+// admission is released and its descriptor closed.
+func (l *evLoop) finalize(rec *loopConn, err error) {
+	fd := int(rec.fd)
+	if a := rec.act; a != nil {
+		if a.sess != nil {
+			if err == mux.ErrClosed {
+				a.sess.Close()
+			} else {
+				a.sess.FeedError(err)
+			}
+		}
+		if a.conn != nil {
+			a.conn.retire() // no write reaches fd from now on
+		}
+		if a.pend != nil {
+			pool.Put(a.pend)
+			a.pend, a.plen = nil, 0
+		}
+		l.removeActive(rec)
+		switch {
+		case a.sc != nil && a.refuse == "":
+			l.srv.removeConn(a.sc)
+			rec.lim = nil
+		case rec.lim != nil:
+			l.release(rec)
+		}
+	} else if rec.lim != nil {
+		l.release(rec)
+	}
+	l.table.free(fd) // before the descriptor can be reused
+	unix.Close(fd)
+	l.nconns--
+}
+
+// handoff gives a connection whose peer sent an HTTP request to the
+// goroutine mode (ServeConn, which serves it on the HTTP bridge), with the
+// bytes read so far.
+func (l *evLoop) handoff(rec *loopConn, data []byte) {
+	s := l.srv
+	fd := int(rec.fd)
+	l.p.Del(fd)
+	p := l.peerOf(rec, nil)
+	prefix := bytes.Clone(data)
+	if a := rec.act; a != nil {
+		if a.pend != nil {
+			pool.Put(a.pend)
+		}
+		l.removeActive(rec)
+	}
+	if rec.lim != nil {
+		l.release(rec) // ServeConn admits it again
+	}
+	l.table.free(fd)
+	l.nconns--
+	f := os.NewFile(uintptr(fd), "")
+	c, err := net.FileConn(f) // a duplicate, in the runtime's poller
+	f.Close()
+	if err != nil {
+		return
+	}
+	hc := &handoffConn{Conn: c, prefix: prefix, peer: p, adopt: l.submit}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.ServeConn(hc)
+	}()
+}
+
+// updatePause stops reading from a connection whose peer does not read
+// what it is sent, once more is waiting than flow control can explain (the
+// connection window plus a margin, so only control frames such as PING
+// replies could be behind it), and resumes once the backlog is written.
+func (l *evLoop) updatePause(rec *loopConn) {
+	a := rec.act
+	if a == nil || a.sess == nil || a.conn == nil {
+		return
+	}
+	limit := int(16*int64(rec.set.InitialWindow) + 1<<20)
+	a.conn.setPaused(a.sess.WriteBacklog() >= limit)
+}

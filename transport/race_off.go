@@ -1,5 +1,0 @@
-//go:build !race && !msan && !asan
-
-package transport
-
-const raceEnabled = false

@@ -1,8 +1,0 @@
-//go:build race || msan || asan
-
-package transport
-
-// raceEnabled is set under the race detector and the memory and address
-// sanitizers, which the ordinary system calls inform and raw ones do not
-// (see rawio_linux.go).
-const raceEnabled = true
