@@ -23,7 +23,8 @@ import (
 )
 
 // The HTTP bridge. A connection whose first bytes are an HTTP/1.x request
-// is handed by mux.Server (Config.OnHTTP) to serveHTTPConn, which serves it
+// is kept open by mux.Server (Config.KeepHTTP) and handed by serveSession
+// to serveHTTPConn, which serves it
 // with a net/http server of its own: keep-alive, chunked bodies, Expect:
 // 100-continue and the rest are net/http's. Each request is a call in the
 // Connect protocol (https://connectrpc.com/docs/protocol) and goes through

@@ -394,11 +394,16 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	if refuse != "" {
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(refuseCode, refuse) }
 	}
-	if serveHTTP {
-		cfg.OnHTTP = func(hc net.Conn) { s.serveHTTPConn(sc, hc, refuse) }
-	}
+	cfg.KeepHTTP = serveHTTP
 	sess, err := mux.Server(conn, cfg)
 	if err != nil {
+		var nw *wire.NotWarrenError
+		if serveHTTP && errors.As(err, &nw) && nw.HTTP {
+			// The peer speaks HTTP: the bridge serves the connection,
+			// reading the bytes the preface reader took again.
+			conn.SetDeadline(time.Time{})
+			s.serveHTTPConn(sc, newReplayConn(conn, nw.Prefix), refuse)
+		}
 		return true
 	}
 	s.mu.Lock()

@@ -43,9 +43,9 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 
 // Server performs the server side of the handshake on conn and starts the
 // session. A peer that is not warren gets an error within the handshake
-// timeout; an HTTP client is handed to cfg.OnHTTP or, without one, answered
-// with an HTTP 400 explaining what the socket speaks. On error conn is
-// closed, unless OnHTTP took it.
+// timeout; an HTTP client is left to the caller with cfg.KeepHTTP or,
+// without it, answered with an HTTP 400 explaining what the socket speaks.
+// On error conn is closed, unless KeepHTTP kept it.
 func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	s, err := newSession(conn, false, cfg)
 	if err != nil {
@@ -56,10 +56,8 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	if err != nil {
 		var nw *wire.NotWarrenError
 		if errors.As(err, &nw) && nw.HTTP {
-			if s.cfg.OnHTTP != nil {
-				conn.SetDeadline(time.Time{})
-				s.cfg.OnHTTP(newReplayConn(conn, nw.Prefix))
-				return nil, fmt.Errorf("warren: connection handed to the HTTP server: %w", err)
+			if s.cfg.KeepHTTP {
+				return nil, fmt.Errorf("warren: reading client preface: %w", err)
 			}
 			conn.Write(httpRejectResponse)
 		}
@@ -81,40 +79,6 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
 	return s, nil
-}
-
-// replayConn reads prefix, the bytes the preface reader consumed, before
-// reading from the connection.
-type replayConn struct {
-	net.Conn
-	prefix []byte
-}
-
-func (c *replayConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
-}
-
-// NetConn returns the underlying connection.
-func (c *replayConn) NetConn() net.Conn { return c.Conn }
-
-// replayCloseWriteConn is a replayConn over a connection that can close its
-// write side (TCP, unix), which net/http uses to end a response cleanly.
-type replayCloseWriteConn struct{ replayConn }
-
-func (c *replayCloseWriteConn) CloseWrite() error {
-	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
-}
-
-func newReplayConn(conn net.Conn, prefix []byte) net.Conn {
-	if _, ok := conn.(interface{ CloseWrite() error }); ok {
-		return &replayCloseWriteConn{replayConn{conn, prefix}}
-	}
-	return &replayConn{conn, prefix}
 }
 
 // readsResume reports whether a read on conn that a past read deadline

@@ -1,11 +1,9 @@
 package mux_test
 
 import (
-	"bufio"
 	"errors"
+	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +12,11 @@ import (
 	"github.com/warrenipc/warren/wire"
 )
 
-// TestServerOnHTTP hands an HTTP client to Config.OnHTTP: the connection it
-// gets reads as the whole request (the bytes the preface reader consumed
-// are replayed), has no handshake deadline left, and stays open until
-// OnHTTP is done with it.
-func TestServerOnHTTP(t *testing.T) {
+// TestServerKeepHTTP: with Config.KeepHTTP, Server leaves an HTTP client
+// to its caller: the error matches wire.ErrHTTPRequest, its
+// *wire.NotWarrenError holds the bytes read, and the connection is neither
+// answered nor closed.
+func TestServerKeepHTTP(t *testing.T) {
 	forKinds(t, func(t *testing.T, k connKind) {
 		for _, req := range []string{
 			"GET /Counter.Get HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -26,38 +24,38 @@ func TestServerOnHTTP(t *testing.T) {
 		} {
 			cc, sc := k.pair(t)
 			cfg := newServer(t, nil).config(wire.Settings{})
-			cfg.HandshakeTimeout = 50 * time.Millisecond
-			got := make(chan string, 1)
-			cfg.OnHTTP = func(conn net.Conn) {
-				defer conn.Close()
-				time.Sleep(100 * time.Millisecond) // past the handshake timeout: no deadline is left
-				r, err := http.ReadRequest(bufio.NewReader(conn))
-				if err != nil {
-					got <- "error: " + err.Error()
-					return
-				}
-				body, _ := io.ReadAll(r.Body)
-				got <- r.Method + " " + r.URL.Path + " " + string(body)
-				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-			}
+			cfg.KeepHTTP = true
+			go io.WriteString(cc, req)
 			errc := make(chan error, 1)
 			go func() {
-				s, err := mux.Server(sc, cfg)
-				if s != nil {
-					s.Close()
-				}
-				errc <- err
+				errc <- func() error {
+					defer sc.Close()
+					s, err := mux.Server(sc, cfg)
+					if s != nil {
+						s.Close()
+						return errors.New("Server made a session for an HTTP client")
+					}
+					var nw *wire.NotWarrenError
+					if !errors.Is(err, wire.ErrHTTPRequest) || !errors.As(err, &nw) {
+						return fmt.Errorf("Server error = %v, want one matching ErrHTTPRequest", err)
+					}
+					if len(nw.Prefix) == 0 || !strings.HasPrefix(req, string(nw.Prefix)) {
+						return fmt.Errorf("Prefix %q is not the start of %q", nw.Prefix, req)
+					}
+					// The rest of the request is still there, and the
+					// connection still open: the caller answers.
+					sc.SetDeadline(time.Time{})
+					rest := make([]byte, len(req)-len(nw.Prefix))
+					if _, err := io.ReadFull(sc, rest); err != nil || string(nw.Prefix)+string(rest) != req {
+						return fmt.Errorf("read the rest: %q, %v", rest, err)
+					}
+					_, err = io.WriteString(sc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+					return err
+				}()
 			}()
-			go io.WriteString(cc, req)
 			resp := readAllClosed(t, cc)
-			if err := <-errc; !errors.Is(err, wire.ErrHTTPRequest) {
-				t.Fatalf("Server error = %v, want one matching ErrHTTPRequest", err)
-			}
-			method, rest, _ := strings.Cut(req, " ")
-			path, _, _ := strings.Cut(rest, " ")
-			_, body, _ := strings.Cut(req, "\r\n\r\n")
-			if g := <-got; g != method+" "+path+" "+body {
-				t.Fatalf("OnHTTP read %q", g)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
 			}
 			if !strings.HasSuffix(string(resp), "\r\n\r\nok") {
 				t.Fatalf("response %q", resp)

@@ -52,15 +52,14 @@ type Config struct {
 	// the peer sees the end and sends its next request. It runs with the
 	// connection's writer locked and must not block.
 	OnEnd func(st *Stream)
-	// OnHTTP, if set (server role), is handed the connection when the peer
-	// sends an HTTP request (wire.ErrHTTPRequest) instead of the preface.
-	// The connection it gets replays the bytes already read, so it reads as
-	// the whole request, and has no deadline. OnHTTP runs on the goroutine
-	// that called Server and owns the connection from then on; Server
-	// returns once it does, with an error matching wire.ErrHTTPRequest.
-	// When OnHTTP is nil, such a peer is answered with
+	// KeepHTTP (server role) leaves a peer that sends an HTTP request
+	// (wire.ErrHTTPRequest) instead of the preface to the caller: Server
+	// returns an error matching wire.ErrHTTPRequest, whose
+	// *wire.NotWarrenError holds the bytes read (Prefix), without
+	// answering or closing conn, and with the handshake deadline still set
+	// on it. Without KeepHTTP such a peer is answered with
 	// httpRejectResponse and the connection is closed.
-	OnHTTP func(conn net.Conn)
+	KeepHTTP bool
 }
 
 // largeFrameSize is the MaxFrameSize a session announces when its Config
