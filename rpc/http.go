@@ -137,6 +137,7 @@ func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
 	}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // prior knowledge: served by connect.go
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeader,
@@ -188,6 +189,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := crossOrigin.Check(r); err != nil {
 		writeUnaryError(w, 0, status.Errorf(status.PermissionDenied, "%v", err), nil, nil)
+		return
+	}
+	if useConnectGo(r) || h.srv.bridgeAll {
+		h.serveConnectGo(w, r)
 		return
 	}
 	switch r.Method {

@@ -150,6 +150,10 @@ type Server struct {
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
+
+	bridgeOnce sync.Once
+	connect    *connectBridge // connect.go
+	bridgeAll  bool           // tests: every HTTP call through connect.go
 }
 
 type peerLimiter struct {
