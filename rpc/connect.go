@@ -101,8 +101,8 @@ type connectReq struct {
 	codecID uint8
 	header  http.Header     // the request's headers
 	parent  context.Context // the request's context, without the deadline
-	call    *serverCall // once admitted
-	scratch *pool.Buf   // the unary reply's buffer, freed once written
+	call    *serverCall     // once admitted
+	scratch *pool.Buf       // the unary reply's buffer, freed once written
 	in      *pool.Buf
 }
 
