@@ -3,10 +3,13 @@ package codec
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -129,5 +132,31 @@ func BenchmarkProtoAppend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf, _ = Proto.Append(buf[:0], m)
+	}
+}
+
+// TestJSONProtoCompact checks that protobuf messages encode as compact JSON
+// (protojson varies its spacing from build to build), strings untouched,
+// and that an unknown field is refused by name.
+func TestJSONProtoCompact(t *testing.T) {
+	m, err := structpb.NewStruct(map[string]any{"a b": `c, "d": e\`, "n": 1.5, "l": []any{true, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := JSON.Append([]byte("prefix "), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `prefix {"a b":"c, \"d\": e\\","l":[true,null],"n":1.5}`
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+	var back structpb.Struct
+	if err := JSON.Unmarshal(out[len("prefix "):], &back); err != nil || !proto.Equal(&back, m) {
+		t.Fatalf("round trip: %v", err)
+	}
+	err = JSON.Unmarshal([]byte(`{"name":"a","bye":3}`), &descriptorpb.FileDescriptorProto{})
+	if err == nil || !strings.Contains(err.Error(), `unknown field "bye"`) {
+		t.Fatalf("unknown field: %v", err)
 	}
 }

@@ -163,12 +163,12 @@ func wantJSON(t *testing.T, r reply, want string) {
 // content type curl sends with -d, and an empty body.
 func TestHTTPUnary(t *testing.T) {
 	e := startHTTP(t, nil, nil)
-	wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a","value":40}`), `{"name":"a","value":40}`)
-	wantJSON(t, e.post(t, "/Counter/Inc", `{"name":"a","by":1}`), `{"name":"a","value":41}`)
-	wantJSON(t, e.do(t, "POST", "/Counter.Inc", "application/x-www-form-urlencoded", []byte(`{"name":"a"}`)), `{"name":"a","value":42}`)
-	wantJSON(t, e.do(t, "POST", "/Counter.Get", "", []byte(`{"name":"a"}`)), `{"name":"a","value":42}`)
-	wantJSON(t, e.do(t, "POST", "/Counter.Get", "application/json; charset=utf-8", []byte(`{"name":"a"}`)), `{"name":"a","value":42}`)
-	wantJSON(t, e.post(t, "/Counter.List", ``), `{"counters":[{"name":"a","value":42}]}`)
+	wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a","value":"40"}`), `{"name":"a","value":"40"}`)
+	wantJSON(t, e.post(t, "/Counter/Inc", `{"name":"a","by":1}`), `{"name":"a","value":"41"}`)
+	wantJSON(t, e.do(t, "POST", "/Counter.Inc", "application/x-www-form-urlencoded", []byte(`{"name":"a"}`)), `{"name":"a","value":"42"}`)
+	wantJSON(t, e.do(t, "POST", "/Counter.Get", "", []byte(`{"name":"a"}`)), `{"name":"a","value":"42"}`)
+	wantJSON(t, e.do(t, "POST", "/Counter.Get", "application/json; charset=utf-8", []byte(`{"name":"a"}`)), `{"name":"a","value":"42"}`)
+	wantJSON(t, e.post(t, "/Counter.List", ``), `{"counters":[{"name":"a","value":"42"}]}`)
 	// A call stops counting just after its reply has gone out.
 	waitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
 	if st := e.srv.Stats(); st.CallsTotal != 6 {
@@ -434,7 +434,7 @@ func TestHTTPPolicies(t *testing.T) {
 				rpc.WithPolicy(deny))
 		})
 		wantError(t, e.post(t, "/Secret.Get", `{}`), 403, "permission_denied")
-		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a","value":0}`)
+		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a"}`)
 	})
 	t.Run("max conns", func(t *testing.T) {
 		e := startHTTP(t, &rpc.ServerOptions{MaxConns: 1}, nil)
@@ -443,7 +443,7 @@ func TestHTTPPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := rpc.Call[counter.SetRequest, counter.Counter](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: "a"}); err != nil {
+		if _, err := rpc.Call[counter.SetRequest, counter.Entry](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: "a"}); err != nil {
 			t.Fatal(err)
 		}
 		ce := wantError(t, e.post(t, "/Counter.Get", `{"name":"a"}`), 429, "resource_exhausted")
@@ -452,12 +452,12 @@ func TestHTTPPolicies(t *testing.T) {
 		}
 		c.Close()
 		waitFor(t, func() bool { return e.srv.Stats().Conns == 0 })
-		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a","value":0}`)
+		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a"}`)
 	})
 	t.Run("rate", func(t *testing.T) {
 		e := startHTTP(t, &rpc.ServerOptions{CallRate: 0.001, CallBurst: 2}, nil)
-		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a","value":0}`)
-		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a","value":0}`)
+		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a"}`)
+		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a"}`)
 		ce := wantError(t, e.post(t, "/Counter.Get", `{"name":"a"}`), 429, "resource_exhausted")
 		if !strings.Contains(ce.Message, "rate limit") {
 			t.Fatalf("message %q", ce.Message)
@@ -483,7 +483,7 @@ func TestHTTPPolicies(t *testing.T) {
 				return status.New(status.Unauthenticated, "streams neither")
 			}},
 		}, nil)
-		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a","value":0}`)
+		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a"}`)
 		wantError(t, e.post(t, "/Counter.Inc", `{"name":"a"}`), 401, "unauthenticated")
 		msgs, end := watchRaw(t, e, `{"name":"a"}`)
 		if len(msgs) != 0 || end.Error == nil || end.Error.Code != "unauthenticated" {
@@ -600,16 +600,16 @@ func watchRaw(t *testing.T, e *httpEnv, req string) ([]string, endStream) {
 // call when the client goes away.
 func TestHTTPServerStream(t *testing.T) {
 	e := startHTTP(t, nil, nil)
-	wantJSON(t, e.post(t, "/Counter.Set", `{"name":"w","value":1}`), `{"name":"w","value":1}`)
+	wantJSON(t, e.post(t, "/Counter.Set", `{"name":"w","value":"1"}`), `{"name":"w","value":"1"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := openWatch(t, ctx, e, envelope(0, `{"name":"w"}`))
 	for want := 1; want <= 3; want++ {
 		flags, msg, err := readEnvelope(resp.Body)
-		if err != nil || flags != 0 || string(msg) != fmt.Sprintf(`{"name":"w","value":%d}`, want) {
+		if err != nil || flags != 0 || string(msg) != fmt.Sprintf(`{"name":"w","value":"%d"}`, want) {
 			t.Fatalf("message %d: %q flags %d %v", want, msg, flags, err)
 		}
 		if want < 3 {
-			wantJSON(t, e.post(t, "/Counter.Inc", `{"name":"w"}`), fmt.Sprintf(`{"name":"w","value":%d}`, want+1))
+			wantJSON(t, e.post(t, "/Counter.Inc", `{"name":"w"}`), fmt.Sprintf(`{"name":"w","value":"%d"}`, want+1))
 		}
 	}
 	waitFor(t, func() bool { return e.srv.Stats().Calls == 1 }) // the watch alone
@@ -766,7 +766,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 	}}
 	for i := range 20 {
 		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
-			"POST", "http://warren/Counter.Set", strings.NewReader(fmt.Sprintf(`{"name":"k","value":%d}`, i)))
+			"POST", "http://warren/Counter.Set", strings.NewReader(fmt.Sprintf(`{"name":"k","value":"%d"}`, i)))
 		resp, err := e.hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -781,7 +781,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 	resp := openWatch(t, context.Background(), e, envelope(0, `{"name":"k"}`), "Connect-Timeout-Ms", "50")
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	wantJSON(t, e.post(t, "/Counter.Get", `{"name":"k"}`), `{"name":"k","value":19}`)
+	wantJSON(t, e.post(t, "/Counter.Get", `{"name":"k"}`), `{"name":"k","value":"19"}`)
 	if n := e.srv.Stats().Conns; n != 1 {
 		t.Fatalf("%d connections", n)
 	}
@@ -796,14 +796,14 @@ func TestHTTPAndWarren(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if _, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "x"}); err != nil {
+	if _, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 25 {
-				if _, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "x"}); err != nil {
+				if _, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "x"}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -827,7 +827,7 @@ func TestHTTPAndWarren(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	got, err := rpc.Call[counter.GetRequest, counter.Counter](ctx, c, "Counter.Get", &counter.GetRequest{Name: "x"})
+	got, err := rpc.Call[counter.GetRequest, counter.Entry](ctx, c, "Counter.Get", &counter.GetRequest{Name: "x"})
 	if err != nil || got.Value != 400 {
 		t.Fatalf("value %v %v, want 400", got, err)
 	}
@@ -839,6 +839,9 @@ func TestHTTPProto(t *testing.T) {
 		rpc.Handle(srv, "Str.Upper", func(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 			return wrapperspb.String(strings.ToUpper(req.Value)), nil
 		})
+		rpc.Handle(srv, "Plain.Get", func(ctx context.Context, req *struct{ Name string }) (*struct{ Name string }, error) {
+			return req, nil
+		})
 	})
 	in, _ := proto.Marshal(wrapperspb.String("abc"))
 	r := e.do(t, "POST", "/Str.Upper", "application/proto", in)
@@ -847,7 +850,12 @@ func TestHTTPProto(t *testing.T) {
 		t.Fatalf("proto: %v", r)
 	}
 	wantJSON(t, e.post(t, "/Str.Upper", `"xyz"`), `"XYZ"`) // protojson
-	wantError(t, e.do(t, "POST", "/Counter.Get", "application/proto", in), 400, "invalid_argument")
+	// A method of plain Go structs takes JSON only, and says so.
+	r = e.do(t, "POST", "/Plain.Get", "application/proto", in)
+	wantError(t, r, 400, "invalid_argument")
+	if !bytes.Contains(r.body, []byte("Plain.Get takes JSON, not proto")) {
+		t.Fatalf("plain method called with protobuf: %v", r)
+	}
 }
 
 // TestHTTPRaw calls a raw-bytes method with application/octet-stream.
@@ -878,7 +886,7 @@ func TestHTTPNotWarrenPeers(t *testing.T) {
 		return string(b)
 	}
 	resp := raw("POST /Counter.Set HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\nConnection: close\r\n\r\n{\"name\":\"a\"}")
-	if !strings.HasPrefix(resp, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(resp, `{"name":"a","value":0}`) {
+	if !strings.HasPrefix(resp, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(resp, `{"name":"a"}`) {
 		t.Fatalf("response %q", resp)
 	}
 	resp = raw("GET / HTTP/1.0\r\n\r\n") // HTTP/1.0 without Host works too
@@ -962,7 +970,7 @@ func TestHTTPCloseEndsStreams(t *testing.T) {
 	e.post(t, "/Counter.Set", `{"name":"c"}`)
 	resp := openWatch(t, context.Background(), e, envelope(0, `{"name":"c"}`)) // returns with the first message
 	defer resp.Body.Close()
-	if _, msg, err := readEnvelope(resp.Body); err != nil || string(msg) != `{"name":"c","value":0}` {
+	if _, msg, err := readEnvelope(resp.Body); err != nil || string(msg) != `{"name":"c"}` {
 		t.Fatalf("%q %v", msg, err)
 	}
 	closed := make(chan struct{})
@@ -1007,13 +1015,13 @@ func TestHTTPClientTCP(t *testing.T) {
 	defer func() { srv.Close(); <-done }()
 	hc := rpc.HTTPClient(addr, nil)
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Post("http://anything/Counter.Set", "application/json", strings.NewReader(`{"name":"t","value":7}`))
+	resp, err := hc.Post("http://anything/Counter.Set", "application/json", strings.NewReader(`{"name":"t","value":"7"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != `{"name":"t","value":7}` {
+	if resp.StatusCode != 200 || string(b) != `{"name":"t","value":"7"}` {
 		t.Fatalf("%s %s", resp.Status, b)
 	}
 }
@@ -1037,11 +1045,11 @@ func TestWebSocketOnBridge(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if _, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "w", Value: 1}); err != nil {
+	if _, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "w", Value: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		r, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "w"})
+		r, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "w"})
 		if err != nil || r.Value != int64(i+2) {
 			t.Fatalf("Inc %d: %v %v", i, r, err)
 		}
@@ -1085,16 +1093,16 @@ func TestHTTPCurl(t *testing.T) {
 	if code != 404 || !strings.Contains(body, `"code":"not_found"`) {
 		t.Fatalf("Inc of a missing counter: %d %s", code, body)
 	}
-	body, code = run("http://warren/Counter.Set", "-d", `{"name":"a","value":1}`)
-	if code != 200 || body != `{"name":"a","value":1}` {
+	body, code = run("http://warren/Counter.Set", "-d", `{"name":"a","value":"1"}`)
+	if code != 200 || body != `{"name":"a","value":"1"}` {
 		t.Fatalf("Set: %d %s", code, body)
 	}
 	body, code = run("http://warren/Counter.Inc", "-d", `{"name":"a"}`)
-	if code != 200 || body != `{"name":"a","value":2}` {
+	if code != 200 || body != `{"name":"a","value":"2"}` {
 		t.Fatalf("Inc: %d %s", code, body)
 	}
 	body, code = run("--json", `{"name":"a","by":5}`, "http://warren/Counter/Inc")
-	if code != 200 || body != `{"name":"a","value":7}` {
+	if code != 200 || body != `{"name":"a","value":"7"}` {
 		t.Fatalf("Inc with --json: %d %s", code, body)
 	}
 	body, code = run("http://warren/")
@@ -1107,7 +1115,7 @@ func TestHTTPCurl(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil || string(out) != `{"name":"a","value":7}{"name":"a","value":7}` || !strings.Contains(stderr.String(), "Re-using existing connection") {
+	if err != nil || string(out) != `{"name":"a","value":"7"}{"name":"a","value":"7"}` || !strings.Contains(stderr.String(), "Re-using existing connection") {
 		t.Fatalf("two calls: %v %q\n%s", err, out, stderr.String())
 	}
 	// A watch, ended by its timeout, with the request built by printf.
@@ -1121,7 +1129,7 @@ func TestHTTPCurl(t *testing.T) {
 	rd := bytes.NewReader(out)
 	_, first, _ := readEnvelope(rd)
 	flags, end, _ := readEnvelope(rd)
-	if string(first) != `{"name":"a","value":7}` || flags != 2 || !strings.Contains(string(end), "deadline_exceeded") {
+	if string(first) != `{"name":"a","value":"7"}` || flags != 2 || !strings.Contains(string(end), "deadline_exceeded") {
 		t.Fatalf("watch: %q", out)
 	}
 }

@@ -198,14 +198,22 @@ func (s *Server) register(h *handler) {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	old := *s.handlers.Load()
-	if _, dup := old[h.name]; dup {
-		panic(fmt.Sprintf("warren: method %s registered twice", h.name))
+	names := []string{h.name}
+	if full := schemaName(h); full != "" && full != h.name {
+		names = append(names, full)
 	}
-	m := make(map[string]*handler, len(old)+1)
+	for _, n := range names {
+		if _, dup := old[n]; dup {
+			panic(fmt.Sprintf("warren: method %s registered twice", n))
+		}
+	}
+	m := make(map[string]*handler, len(old)+len(names))
 	for k, v := range old {
 		m[k] = v
 	}
-	m[h.name] = h
+	for _, n := range names {
+		m[n] = h // the full name of its schema too (schema.go)
+	}
 	s.handlers.Store(&m)
 }
 

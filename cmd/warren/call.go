@@ -320,7 +320,7 @@ func writeShape(b *strings.Builder, s *rpc.Shape, seen map[string]bool) {
 	switch {
 	case s == nil:
 		b.WriteString("?")
-	case s.Proto != "":
+	case s.Proto != "" && s.Type != "object": // an enum
 		b.WriteString(s.Proto)
 	case named && seen[s.Go]:
 		b.WriteString(s.Go)
