@@ -142,7 +142,7 @@ func TestIncByDefaultRawJSON(t *testing.T) {
 	for _, tc := range []struct{ req, want string }{
 		{`{"name":"a"}`, `{"name":"a","value":"1"}`},
 		{`{"name":"a","by":null}`, `{"name":"a","value":"2"}`},
-		{`{"name":"a","by":5}`, `{"name":"a","value":"7"}`},   // int64 as a number is accepted
+		{`{"name":"a","by":5}`, `{"name":"a","value":"7"}`},    // int64 as a number is accepted
 		{`{"name":"a","by":"-2"}`, `{"name":"a","value":"5"}`}, // and as a string, as emitted
 	} {
 		req, resp := json.RawMessage(tc.req), json.RawMessage(nil)
