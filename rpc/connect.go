@@ -132,6 +132,12 @@ func (s *Server) bridge() *connectBridge {
 // serveConnectGo serves r with connect-go's handler for its method's kind.
 func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
 	hd, name := h.srv.lookupPath(r.URL.Path)
+	if r.Method == http.MethodGet && (hd == nil || hd.kind != KindUnary || !hd.noSideEffects) {
+		w.Header()["Allow"] = hdrAllowPost
+		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
+			"GET %s: only methods without side effects are called with GET", r.URL.Path), nil, nil)
+		return
+	}
 	cr := &connectReq{h: h, hd: hd, name: name, codecID: requestCodec(r), header: r.Header, parent: r.Context()}
 	b := h.srv.bridge()
 	var next http.Handler
@@ -157,14 +163,14 @@ func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
 	default:
 		next = b.bidi
 	}
-	if hd != nil && kind == KindBidiStream && r.ProtoMajor == 1 && r.Method == http.MethodPost {
-		if enc, ok := parseContentType(r.Header.Get("Content-Type")); ok && enc.stream &&
-			identity(r.Header.Get("Connect-Content-Encoding")) {
-			// Connect allows bidi streams over HTTP/2 only, and connect-go
-			// refuses them over HTTP/1.1; the hand-written path serves
-			// them half-duplex, as warren always has.
-			h.call(w, r, hd, name, nil)
-			return
+	if kind == KindBidiStream && r.ProtoMajor == 1 {
+		// The protocols allow bidi streams over HTTP/2 only and connect-go
+		// refuses them over HTTP/1.1; warren serves them half-duplex there
+		// (the client sends its requests, then reads the replies), so the
+		// request is presented as HTTP/2 and net/http reads and writes in
+		// full duplex.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err == nil {
+			r.ProtoMajor, r.ProtoMinor = 2, 0
 		}
 	}
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connectReqKey{}, cr)))

@@ -37,6 +37,8 @@ func WithPolicy(p peer.Policy) MethodOption { return func(h *handler) { h.policy
 type handler struct {
 	name   string
 	schema protoreflect.MethodDescriptor // nil: none declared (WithSchema)
+	// noSideEffects: the method may be called with GET (WithNoSideEffects)
+	noSideEffects bool
 	kind   Kind
 	policy peer.Policy
 	info   CallInfo

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -278,8 +280,9 @@ type connectError struct {
 
 // connectDetail is an error detail as Connect carries it: a protobuf Any,
 // its type name and base64 value. A warren detail is opaque bytes, JSON by
-// convention: one that is JSON goes as a google.protobuf.Value (and as is
-// in "debug", for people), any other as a google.protobuf.BytesValue.
+// convention: one that is an encoded google.protobuf.Any goes as that Any,
+// one that is JSON as a google.protobuf.Value (and as is in "debug", for
+// people), any other as a google.protobuf.BytesValue.
 type connectDetail struct {
 	Type  string          `json:"type"`
 	Value string          `json:"value"`
@@ -298,6 +301,10 @@ func newConnectError(se *status.Error) *connectError {
 }
 
 func newConnectDetail(d []byte) connectDetail {
+	if a, ok := connectDetailOf(d).(*anypb.Any); ok {
+		_, name, _ := strings.Cut(a.TypeUrl, "/")
+		return connectDetail{Type: name, Value: base64.RawStdEncoding.EncodeToString(a.Value)}
+	}
 	if json.Valid(d) {
 		var v structpb.Value
 		if protojson.Unmarshal(d, &v) == nil {

@@ -724,7 +724,7 @@ func TestHTTPStreams(t *testing.T) {
 			break
 		}
 	}
-	if strings.Join(got, " ") != `1 3 6 {"metadata":{"total":["6"]}}` || r.header.Get("Kind") != "running" {
+	if strings.Join(got, " ") != `1 3 6 {"metadata":{"Total":["6"]}}` || r.header.Get("Kind") != "running" {
 		t.Fatalf("bidi: %q %v", got, r.header)
 	}
 }

@@ -43,3 +43,9 @@ func schemaName(h *handler) string {
 	}
 	return string(md.FullName())
 }
+
+// WithNoSideEffects declares that a unary method only reads: Connect
+// clients may then call it with GET (the message in the query string), as
+// they do for methods with idempotency_level NO_SIDE_EFFECTS. Other
+// methods refuse GET: a browser sends cross-site GETs without asking.
+func WithNoSideEffects() MethodOption { return func(h *handler) { h.noSideEffects = true } }
