@@ -39,9 +39,9 @@ type handler struct {
 	schema protoreflect.MethodDescriptor // nil: none declared (WithSchema)
 	// noSideEffects: the method may be called with GET (WithNoSideEffects)
 	noSideEffects bool
-	kind   Kind
-	policy peer.Policy
-	info   CallInfo
+	kind          Kind
+	policy        peer.Policy
+	info          CallInfo
 	// unary decodes req with cd, runs the handler (through the
 	// interceptors) and appends the encoded reply to dst.
 	unary func(ctx context.Context, cd codec.Codec, req, dst []byte) ([]byte, error)
