@@ -64,21 +64,35 @@ type passCodec struct{ name string }
 
 func (p passCodec) Name() string { return p.name }
 
-func (passCodec) Marshal(v any) ([]byte, error) {
-	return v.(*passMsg).b, nil
+func (p passCodec) Marshal(v any) ([]byte, error) {
+	return p.MarshalAppend(nil, v)
 }
 
-func (passCodec) MarshalAppend(b []byte, v any) ([]byte, error) {
-	return append(b, v.(*passMsg).b...), nil
+func (p passCodec) MarshalAppend(b []byte, v any) ([]byte, error) {
+	if m, ok := v.(*passMsg); ok {
+		return append(b, m.b...), nil
+	}
+	// connect-go's own messages (gRPC's google.rpc.Status).
+	return p.codec().Append(b, v)
 }
 
-func (passCodec) Unmarshal(data []byte, v any) error {
-	m := v.(*passMsg)
+func (p passCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(*passMsg)
+	if !ok {
+		return p.codec().Unmarshal(data, v)
+	}
 	// connect-go reuses data once Unmarshal returns: copy it out.
 	m.buf = pool.Get(len(data))
 	copy(m.buf.B, data)
 	m.b = m.buf.B
 	return nil
+}
+
+func (p passCodec) codec() codec.Codec {
+	if p.name == "json" {
+		return codec.JSON
+	}
+	return codec.Proto
 }
 
 // passMsg is a message as bytes; buf, if set, is where they live.
