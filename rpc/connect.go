@@ -58,6 +58,18 @@ func useConnectGo(r *http.Request) bool {
 	return !identity(r.Header.Get("Content-Encoding"))
 }
 
+// writePlainError answers a request that is not a call in any of the
+// protocols (a method other than POST or GET, a content type none of them
+// uses) with a plain-text body: clients then map the HTTP status to a code
+// (415 and 405 to unknown), as they do for any HTTP server.
+func writePlainError(w http.ResponseWriter, httpStatus int, msg string) {
+	h := w.Header()
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(httpStatus)
+	io.WriteString(w, msg+"\n")
+}
+
 // passCodec is a connect.Codec that passes message bytes through: the
 // warren handler decodes and encodes them.
 type passCodec struct{ name string }
@@ -151,6 +163,14 @@ func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
 		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
 			"GET %s: only methods without side effects are called with GET", r.URL.Path), nil, nil)
 		return
+	}
+	if hd == nil && r.Method == http.MethodPost {
+		if enc, ok := parseContentType(r.Header.Get("Content-Type")); ok && !enc.stream {
+			// An unknown method in Connect's unary protocol: 404, as an
+			// HTTP server without the route answers.
+			writeUnaryError(w, http.StatusNotFound, status.Errorf(status.Unimplemented, "unknown method %q", name), nil, nil)
+			return
+		}
 	}
 	cr := &connectReq{h: h, hd: hd, name: name, codecID: requestCodec(r), header: r.Header, parent: r.Context()}
 	b := h.srv.bridge()

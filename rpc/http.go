@@ -218,8 +218,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"HTTP/2 is not served on this socket; use HTTP/1.1"), nil, nil)
 	default:
 		w.Header()["Allow"] = hdrAllowPost
-		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
-			"%s: methods are called with POST (GET / lists them)", r.Method), nil, nil)
+		writePlainError(w, http.StatusMethodNotAllowed, r.Method+": methods are called with POST (GET / lists them)")
 	}
 }
 
@@ -279,9 +278,9 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		enc, ok = httpEncoding{codec: codec.IDJSON}, true
 	}
 	if !ok {
-		w.Header()["Accept-Post"] = []string{"application/json, application/proto, application/connect+json, application/connect+proto"}
-		writeUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
-			"unsupported Content-Type %q: use application/json or application/proto, or application/connect+json or application/connect+proto for streaming methods", r.Header.Get("Content-Type")), nil, nil)
+		w.Header()["Accept-Post"] = []string{"application/json, application/proto, application/connect+json, application/connect+proto, application/grpc, application/grpc-web"}
+		writePlainError(w, http.StatusUnsupportedMediaType, fmt.Sprintf(
+			"unsupported Content-Type %q: use application/json or application/proto, or application/connect+json or application/connect+proto for streaming methods", r.Header.Get("Content-Type")))
 		return
 	}
 	fail := func(se *status.Error) {
@@ -333,6 +332,10 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 	if code != status.OK {
 		if hd == nil {
 			msg = fmt.Sprintf("unknown method %q", name)
+			if !enc.stream {
+				writeUnaryError(w, http.StatusNotFound, status.New(code, msg), nil, nil)
+				return
+			}
 		}
 		fail(status.New(code, msg))
 		return

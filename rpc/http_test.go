@@ -200,12 +200,12 @@ func TestHTTPErrors(t *testing.T) {
 	wantError(t, e.post(t, "/Counter.Get", `{}`), 400, "invalid_argument")
 	wantError(t, e.post(t, "/Counter.Get", `{"name":`), 400, "invalid_argument")
 	wantError(t, e.post(t, "/Counter.Get", `[1,2]`), 400, "invalid_argument")
-	ce = wantError(t, e.post(t, "/Counter.Reset", `{}`), 501, "unimplemented")
+	ce = wantError(t, e.post(t, "/Counter.Reset", `{}`), 404, "unimplemented")
 	if ce.Message != `unknown method "Counter.Reset"` {
 		t.Fatalf("message %q", ce.Message)
 	}
-	wantError(t, e.post(t, "/Counter/Reset", `{}`), 501, "unimplemented")
-	wantError(t, e.post(t, "/", `{}`), 501, "unimplemented")
+	wantError(t, e.post(t, "/Counter/Reset", `{}`), 404, "unimplemented")
+	wantError(t, e.post(t, "/", `{}`), 404, "unimplemented")
 	wantError(t, e.post(t, "/Err.Plain", `{}`), 500, "unknown")
 	wantError(t, e.post(t, "/Err.Panic", `{}`), 500, "internal")
 	wantError(t, e.post(t, "/Err.Nil", `{}`), 500, "internal")
@@ -231,10 +231,12 @@ func TestHTTPErrors(t *testing.T) {
 		t.Fatalf("bytes detail %+v (%v)", d, err)
 	}
 
+	// Requests that are no call in any protocol get a plain-text answer:
+	// clients map the HTTP status to a code.
 	r := e.do(t, "POST", "/Counter.Get", "text/plain", []byte(`{"name":"a"}`))
-	wantError(t, r, http.StatusUnsupportedMediaType, "invalid_argument")
+	wantPlain(t, r, http.StatusUnsupportedMediaType, `unsupported Content-Type "text/plain"`)
 	r = e.do(t, "PUT", "/Counter.Get", "application/json", []byte(`{}`))
-	wantError(t, r, http.StatusMethodNotAllowed, "unimplemented")
+	wantPlain(t, r, http.StatusMethodNotAllowed, "PUT: methods are called with POST")
 	if r.header.Get("Allow") != "POST" {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
@@ -515,6 +517,14 @@ func TestHTTPPolicies(t *testing.T) {
 	})
 }
 
+// wantPlain checks a plain-text error reply.
+func wantPlain(t *testing.T, r reply, code int, msg string) {
+	t.Helper()
+	if r.status != code || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") || !strings.Contains(string(r.body), msg) {
+		t.Fatalf("reply %v, want HTTP %d in plain text with %q", r, code, msg)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -651,7 +661,7 @@ func TestHTTPServerStream(t *testing.T) {
 		}
 	}
 	// A unary content type for a streaming method, and the reverse.
-	wantError(t, e.post(t, "/Counter.Watch", `{"name":"w"}`), http.StatusUnsupportedMediaType, "invalid_argument")
+	wantError(t, e.post(t, "/Counter.Watch", `{"name":"w"}`), http.StatusUnsupportedMediaType, "invalid_argument") // a Connect error: the content type is a protocol's
 	r := e.do(t, "POST", "/Counter.Get", "application/connect+json", envelope(0, `{"name":"w"}`))
 	if r.status != http.StatusUnsupportedMediaType { // connect-go's unary handler: not its content type
 		t.Fatalf("unary method called as a stream: %v", r)
