@@ -117,6 +117,7 @@ type passMsg struct {
 // method comes with the request (see connectReq).
 type connectBridge struct {
 	unary, client, server, bidi http.Handler
+	services                    services // reflection and health (reflect.go)
 }
 
 // connectReq is what the bridge's handler funcs need of one request.
@@ -150,6 +151,7 @@ func (s *Server) bridge() *connectBridge {
 			server: connect.NewServerStreamHandler("/warren.Bridge/ServerStream", bridgeServerStream, opts...),
 			bidi:   connect.NewBidiStreamHandler("/warren.Bridge/BidiStream", bridgeBidiStream, opts...),
 		}
+		b.services = s.newServices()
 		s.connect = b
 	})
 	return s.connect
@@ -158,6 +160,12 @@ func (s *Server) bridge() *connectBridge {
 // serveConnectGo serves r with connect-go's handler for its method's kind.
 func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
 	hd, name := h.srv.lookupPath(r.URL.Path)
+	if hd == nil {
+		if sh := h.srv.bridge().services.lookup(r.URL.Path); sh != nil {
+			sh.ServeHTTP(w, r)
+			return
+		}
+	}
 	if r.Method == http.MethodGet && (hd == nil || hd.kind != KindUnary || !hd.noSideEffects) {
 		w.Header()["Allow"] = hdrAllowPost
 		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,

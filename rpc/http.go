@@ -198,6 +198,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 		hd, name := h.srv.lookupPath(r.URL.Path)
+		if hd == nil { // reflection, health or an unknown method: connect.go
+			h.serveConnectGo(w, r)
+			return
+		}
 		h.call(w, r, hd, name, nil)
 	case http.MethodGet, http.MethodHead:
 		if transport.IsWebSocketUpgrade(r) {
