@@ -187,7 +187,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeUnaryError(w, 0, status.New(h.refuseCode, h.refuseMsg), nil, nil)
 		return
 	}
-	if err := crossOrigin.Check(r); err != nil {
+	if h.srv.opts.CORS != nil && h.srv.serveCORS(w, r) {
+		return // a preflight request, answered
+	}
+	if err := h.srv.crossOriginCheck(r); err != nil {
 		writeUnaryError(w, 0, status.Errorf(status.PermissionDenied, "%v", err), nil, nil)
 		return
 	}

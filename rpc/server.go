@@ -94,11 +94,16 @@ type ServerOptions struct {
 	// origin check, which refuses pages of other sites in browsers.
 	WebSocket *transport.WebSocketOptions
 	// NoHTTP turns off the HTTP bridge. By default a connection that starts
-	// with an HTTP/1.1 request is served over HTTP in the Connect protocol
+	// with an HTTP request (HTTP/1.1, or HTTP/2 with prior knowledge) is
+	// served over HTTP in the Connect, gRPC and gRPC-Web protocols
 	// (POST /Service/Method; see PROTOCOL.md), with the same policies, limits
 	// and interceptors as warren calls. With NoHTTP it is answered with
 	// HTTP 400 and closed.
 	NoHTTP bool
+	// CORS, if set, lets pages from the origins it allows call methods over
+	// HTTP from a browser (cors.go). Off by default: cross-origin requests
+	// that change state are refused.
+	CORS *CORSOptions
 }
 
 func limit(v, def int) int {
