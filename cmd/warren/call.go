@@ -40,12 +40,16 @@ protocol names it, such as not_found) and exits 1.`,
 }
 
 var listHelp = help{
-	usage: "warren list [--json] [-timeout D] ADDR",
+	usage: "warren list [--json | --proto] [-timeout D] ADDR",
 	text: `
 List the methods of the server at ADDR (from its Warren.Methods), with
-their kind and the shapes of their request and reply messages.`,
+their kind and the shapes of their request and reply messages. With
+--proto, print the services that have a protobuf schema as .proto files
+(fetched with gRPC server reflection on the same socket), and the
+methods without one as a comment.`,
 	examples: `  warren list default
-  warren list --json unix:///run/app.sock`,
+  warren list --json unix:///run/app.sock
+  warren list --proto default > counter.proto`,
 }
 
 var pingHelp = help{
@@ -265,10 +269,14 @@ func (j *jsonLines) write(v json.RawMessage) error {
 func cmdList(e *env, args []string) error {
 	fset := newFlagSet("list")
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
+	asProto := fset.Bool("proto", false, "print the services as .proto files (server reflection)")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	if *asJSON && *asProto {
+		return &usageError{cmd: "list", msg: "--json and --proto exclude each other"}
 	}
 	ctx, stop := interruptContext()
 	defer stop()
@@ -280,6 +288,9 @@ func cmdList(e *env, args []string) error {
 	list, err := methods(ctx, c, *timeout)
 	if err != nil {
 		return interrupted(ctx, explain(pos[0], err))
+	}
+	if *asProto {
+		return interrupted(ctx, listProto(ctx, e.stdout, pos[0], list, *timeout))
 	}
 	if *asJSON {
 		b, err := json.MarshalIndent(list, "", "  ")
