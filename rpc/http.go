@@ -500,14 +500,14 @@ func parseTimeout(v []string) (time.Duration, bool, error) {
 
 // forwarded reports whether a request header (canonical key) becomes
 // call metadata: all but the hop-by-hop headers and those of the Connect
-// protocol and of the body.
+// and gRPC protocols and of the body.
 func forwarded(k string) bool {
 	switch k {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect", "Accept-Encoding", "Host":
 		return false
 	}
-	return !strings.HasPrefix(k, "Content-") && !strings.HasPrefix(k, "Connect-")
+	return !strings.HasPrefix(k, "Content-") && !strings.HasPrefix(k, "Connect-") && !strings.HasPrefix(k, "Grpc-")
 }
 
 // appendRequestMetadata returns the metadata block of a request's headers,
