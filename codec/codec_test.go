@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -159,4 +160,22 @@ func TestJSONProtoCompact(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown field "bye"`) {
 		t.Fatalf("unknown field: %v", err)
 	}
+}
+
+// FuzzCompactJSON checks compactJSON against encoding/json's Compact on
+// valid JSON.
+func FuzzCompactJSON(f *testing.F) {
+	for _, s := range []string{`{"a b": "c, \"d\": e\\", "n": 1.5}`, " [ 1 ,\n\t2 ] ", `"\\"`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		out := compactJSON(append([]byte("x"), data...), 1)[1:]
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil || buf.String() != string(out) {
+			t.Fatalf("compact(%q) = %q, encoding/json says %q (%v)", data, out, buf.String(), err)
+		}
+	})
 }
