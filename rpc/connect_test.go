@@ -250,3 +250,4 @@ func TestConnectPolicies(t *testing.T) {
 		t.Fatalf("interceptor saw %v", seen)
 	}
 }
+
