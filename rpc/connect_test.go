@@ -250,4 +250,3 @@ func TestConnectPolicies(t *testing.T) {
 		t.Fatalf("interceptor saw %v", seen)
 	}
 }
-
