@@ -6,6 +6,7 @@ replace github.com/warrenipc/warren => ../..
 
 require (
 	github.com/warrenipc/warren v0.0.0-00010101000000-000000000000
+	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -15,6 +16,5 @@ require (
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/gobwas/ws v1.5.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )

@@ -33,6 +33,7 @@ func main() {
 }
 
 func run() error {
+	endWithParent()
 	var req v1.ServerCompatRequest
 	if err := readMessage(os.Stdin, &req); err != nil {
 		return fmt.Errorf("reading the ServerCompatRequest: %w", err)
