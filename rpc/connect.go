@@ -354,8 +354,7 @@ func bridgeBidiStream(ctx context.Context, st *connect.BidiStream[passMsg, passM
 }
 
 // callStream moves a streaming call's messages over HTTP, in place of the
-// mux stream of a warren call: httpStream (Connect over HTTP/1.1, written
-// by hand) or connectStream (connect-go).
+// mux stream of a warren call (connectStream, over connect-go's stream).
 type callStream interface {
 	recv() (*pool.Buf, error)
 	send(data []byte) error

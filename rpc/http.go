@@ -22,17 +22,20 @@ import (
 	"github.com/warrenipc/warren/transport"
 )
 
-// The HTTP bridge. A connection whose first bytes are an HTTP/1.x request
-// is handed by mux.Server (Config.OnHTTP) to serveHTTPConn, which serves it
-// with a net/http server of its own: keep-alive, chunked bodies, Expect:
-// 100-continue and the rest are net/http's. Each request is a call in the
-// Connect protocol (https://connectrpc.com/docs/protocol) and goes through
-// the same path as a warren call: the connection was authorized and counted
-// by ServeConn, the call is admitted by serverConn.admit (method policy,
-// concurrency limits, rate limit), a unary call runs the registered handler
-// through serverCall.invoke (interceptors, panics), and a streaming call
-// runs serverCall.runStream with an httpStream in place of the mux stream.
-// See ARCHITECTURE.md, "HTTP bridge", and PROTOCOL.md, "HTTP (Connect)".
+// The HTTP bridge. A connection whose first bytes are an HTTP request
+// (HTTP/1.x, or the HTTP/2 preface) is handed by mux.Server
+// (Config.OnHTTP) to serveHTTPConn, which serves it with a net/http server
+// of its own: keep-alive, chunked bodies, Expect: 100-continue, HTTP/2 and
+// the rest are net/http's. Each request is a call in the Connect, gRPC or
+// gRPC-Web protocol and goes through the same path as a warren call: the
+// connection was authorized and counted by ServeConn, the call is admitted
+// by serverConn.admit (method policy, concurrency limits, rate limit), a
+// unary call runs the registered handler through serverCall.invoke
+// (interceptors, panics), and a streaming call runs serverCall.runStream
+// with a connectStream in place of the mux stream. This file serves Connect
+// unary calls over HTTP/1.1 by hand; connect.go serves the rest with
+// connectrpc.com/connect. See ARCHITECTURE.md, "HTTP bridge", and
+// PROTOCOL.md, "HTTP (Connect)".
 
 // httpIdleTimeout closes a keep-alive connection idle for this long. It is
 // longer than net/http's client default (90 s), so that a client, not the
@@ -41,29 +44,22 @@ const httpIdleTimeout = 2 * time.Minute
 
 // Content types, as header values (shared: net/http does not modify them).
 var (
-	ctJSON         = []string{"application/json"}
-	ctProto        = []string{"application/proto"}
-	ctRaw          = []string{"application/octet-stream"}
-	ctConnectJSON  = []string{"application/connect+json"}
-	ctConnectProto = []string{"application/connect+proto"}
-	hdrClose       = []string{"close"}
-	hdrIdentity    = []string{"identity"}
-	hdrAllowPost   = []string{"POST"}
+	ctJSON       = []string{"application/json"}
+	ctProto      = []string{"application/proto"}
+	ctRaw        = []string{"application/octet-stream"}
+	hdrClose     = []string{"close"}
+	hdrAllowPost = []string{"POST"}
 )
 
 // httpEncoding is what a request's Content-Type asks for.
 type httpEncoding struct {
 	codec  uint8 // codec.IDJSON, IDProto or IDRaw
-	stream bool  // Connect streaming: enveloped messages, end-stream message
+	stream bool  // Connect streaming (served by connect.go)
 }
 
-// contentType returns the response content type for e.
+// contentType returns the response content type for e, a unary call.
 func (e httpEncoding) contentType() []string {
 	switch {
-	case e.stream && e.codec == codec.IDProto:
-		return ctConnectProto
-	case e.stream:
-		return ctConnectJSON
 	case e.codec == codec.IDProto:
 		return ctProto
 	case e.codec == codec.IDRaw:
@@ -200,12 +196,12 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodPost:
-		hd, name := h.srv.lookupPath(r.URL.Path)
+		hd, _ := h.srv.lookupPath(r.URL.Path)
 		if hd == nil { // reflection, health or an unknown method: connect.go
 			h.serveConnectGo(w, r)
 			return
 		}
-		h.call(w, r, hd, name, nil)
+		h.call(w, r, hd, nil)
 	case http.MethodGet, http.MethodHead:
 		if transport.IsWebSocketUpgrade(r) {
 			h.srv.serveWebSocket(h.sc, w, r)
@@ -213,7 +209,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.URL.Path == "/" {
 			// The list of methods: a call of IntrospectionMethod.
-			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], IntrospectionMethod, emptyJSON)
+			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], emptyJSON)
 			return
 		}
 		w.Header()["Allow"] = hdrAllowPost
@@ -276,9 +272,11 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// call serves a call of hd (nil for an unknown method named name). body, if
-// set, is the request message instead of the request's body.
-func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, name string, body []byte) {
+// call serves a unary call of hd in Connect's unary protocol over
+// HTTP/1.1 with an identity body: every other call goes to connect.go
+// (useConnectGo). body, if set, is the request message instead of the
+// request's body.
+func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, body []byte) {
 	s := h.srv
 	enc, ok := parseContentType(r.Header.Get("Content-Type"))
 	if body != nil {
@@ -290,13 +288,7 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 			"unsupported Content-Type %q: use application/json or application/proto, or application/connect+json or application/connect+proto for streaming methods", r.Header.Get("Content-Type")))
 		return
 	}
-	fail := func(se *status.Error) {
-		if enc.stream {
-			writeStreamError(w, enc, se)
-		} else {
-			writeUnaryError(w, 0, se, nil, nil)
-		}
-	}
+	fail := func(se *status.Error) { writeUnaryError(w, 0, se, nil, nil) }
 	if isClosed(s.closed) {
 		w.Header()["Connection"] = hdrClose
 		fail(status.New(status.Unavailable, "server is shutting down"))
@@ -306,44 +298,18 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		fail(status.Errorf(status.InvalidArgument, "Connect-Protocol-Version %q is not supported (want 1)", v[0]))
 		return
 	}
-	encHeader := "Content-Encoding"
-	if enc.stream {
-		encHeader = "Connect-Content-Encoding"
-	}
-	if v := r.Header.Get(encHeader); v != "" && !strings.EqualFold(v, "identity") {
-		if enc.stream {
-			w.Header()["Connect-Accept-Encoding"] = hdrIdentity
-		} else {
-			w.Header()["Accept-Encoding"] = hdrIdentity
-		}
-		fail(status.Errorf(status.Unimplemented, "%s %q is not supported (identity only)", encHeader, v))
-		return
-	}
 	timeout, hasTimeout, err := parseTimeout(r.Header["Connect-Timeout-Ms"])
 	if err != nil {
 		fail(status.Errorf(status.InvalidArgument, "Connect-Timeout-Ms: %v", err))
 		return
 	}
-	if hd != nil && (hd.kind != KindUnary) != enc.stream {
-		if enc.stream {
-			writeStreamError(w, enc, status.Errorf(status.InvalidArgument,
-				"%s is a unary method: call it with Content-Type application/json or application/proto", hd.name))
-			return
-		}
+	if hd.kind != KindUnary {
 		writeUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
 			"%s is a %s method: call it with Content-Type application/connect+json or application/connect+proto and enveloped messages", hd.name, hd.kind), nil, nil)
 		return
 	}
-
 	cd, code, msg := h.sc.admit(hd, enc.codec)
 	if code != status.OK {
-		if hd == nil {
-			msg = fmt.Sprintf("unknown method %q", name)
-			if !enc.stream {
-				writeUnaryError(w, http.StatusNotFound, status.New(code, msg), nil, nil)
-				return
-			}
-		}
 		fail(status.New(code, msg))
 		return
 	}
@@ -352,14 +318,8 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		c.deadline = time.Now().Add(timeout)
 	}
 	c.md = appendRequestMetadata(r.Header)
-	if hd.kind == KindUnary {
-		c.state.Store(callStarted)
-		h.unary(w, r, c, enc, body)
-		return
-	}
-	c.hs = newHTTPStream(w, r, hd.kind, enc, s.maxMessage())
-	c.state.Store(callAdmitted)
-	c.runStream()
+	c.state.Store(callStarted)
+	h.unary(w, r, c, enc, body)
 }
 
 // maxMessage is the largest request message the server accepts.
