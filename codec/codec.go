@@ -47,8 +47,9 @@ var (
 // into a *[]byte reuses the slice's capacity.
 var Raw Codec = rawCodec{}
 
-// JSON encodes with encoding/json, or with protojson for proto.Message
-// values. Decoding keeps numbers exact when decoding into interface values
+// JSON encodes with encoding/json, or with protojson (the protobuf JSON
+// mapping) for proto.Message values, which then refuse unknown fields.
+// Decoding keeps numbers exact when decoding into interface values
 // (json.Number).
 var JSON Codec = jsonCodec{}
 
@@ -128,7 +129,12 @@ var jsonEncPool = sync.Pool{New: func() any {
 
 func (jsonCodec) Append(b []byte, v any) ([]byte, error) {
 	if m, ok := v.(proto.Message); ok {
-		return protojson.MarshalOptions{}.MarshalAppend(b, m)
+		n := len(b)
+		b, err := protojson.MarshalOptions{}.MarshalAppend(b, m)
+		if err != nil {
+			return b, err
+		}
+		return compactJSON(b, n), nil
 	}
 	e := jsonEncPool.Get().(*jsonEnc)
 	e.buf.Reset()
@@ -143,9 +149,37 @@ func (jsonCodec) Append(b []byte, v any) ([]byte, error) {
 	return b, err
 }
 
+// compactJSON removes the whitespace outside strings from the valid JSON in
+// b[from:], in place: protojson varies its spacing from build to build on
+// purpose, and replies should read the same every time.
+func compactJSON(b []byte, from int) []byte {
+	w := from
+	inString, escaped := false, false
+	for _, c := range b[from:] {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+			continue
+		}
+		b[w] = c
+		w++
+	}
+	return b[:w]
+}
+
 func (jsonCodec) Unmarshal(data []byte, v any) error {
 	if m, ok := v.(proto.Message); ok {
-		return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, m)
+		return protojson.Unmarshal(data, m) // an unknown field is an error naming it
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()

@@ -1,12 +1,16 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -130,4 +134,48 @@ func BenchmarkProtoAppend(b *testing.B) {
 	for b.Loop() {
 		buf, _ = Proto.Append(buf[:0], m)
 	}
+}
+
+// TestJSONProtoCompact checks that protobuf messages encode as compact JSON
+// (protojson varies its spacing from build to build), strings untouched,
+// and that an unknown field is refused by name.
+func TestJSONProtoCompact(t *testing.T) {
+	m, err := structpb.NewStruct(map[string]any{"a b": `c, "d": e\`, "n": 1.5, "l": []any{true, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := JSON.Append([]byte("prefix "), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `prefix {"a b":"c, \"d\": e\\","l":[true,null],"n":1.5}`
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+	var back structpb.Struct
+	if err := JSON.Unmarshal(out[len("prefix "):], &back); err != nil || !proto.Equal(&back, m) {
+		t.Fatalf("round trip: %v", err)
+	}
+	err = JSON.Unmarshal([]byte(`{"name":"a","bye":3}`), &descriptorpb.FileDescriptorProto{})
+	if err == nil || !strings.Contains(err.Error(), `unknown field "bye"`) {
+		t.Fatalf("unknown field: %v", err)
+	}
+}
+
+// FuzzCompactJSON checks compactJSON against encoding/json's Compact on
+// valid JSON.
+func FuzzCompactJSON(f *testing.F) {
+	for _, s := range []string{`{"a b": "c, \"d\": e\\", "n": 1.5}`, " [ 1 ,\n\t2 ] ", `"\\"`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		out := compactJSON(append([]byte("x"), data...), 1)[1:]
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil || buf.String() != string(out) {
+			t.Fatalf("compact(%q) = %q, encoding/json says %q (%v)", data, out, buf.String(), err)
+		}
+	})
 }

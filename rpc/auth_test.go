@@ -63,7 +63,7 @@ func dialToken(t *testing.T, addr, token string) *rpc.Client {
 func setCounter(c *rpc.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 1})
+	_, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 1})
 	return err
 }
 
@@ -82,7 +82,7 @@ func TestTokenAuthCalls(t *testing.T) {
 	// Streams are checked too.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, dialToken(t, addr, ""), "Counter.Watch")
+	s, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, dialToken(t, addr, ""), "Counter.Watch")
 	if err == nil {
 		s.Send(&counter.WatchRequest{Name: "a"})
 		s.CloseSend()

@@ -47,7 +47,7 @@ type serverCall struct {
 	// when the client goes away or the server closes (nil for warren
 	// calls), and the stream adapter of a streaming call.
 	parent context.Context
-	hs     *httpStream
+	hs     callStream
 
 	mu         sync.Mutex // protects following
 	done       chan struct{}

@@ -14,8 +14,10 @@
 // The codec (JSON, Protocol Buffers or raw bytes) travels with each call;
 // errors are *status.Error values with gRPC-numbered codes.
 //
-// Every listener of a Server also answers HTTP/1.1 in the Connect protocol
-// (POST /Service/Method with a JSON or protobuf body), so that curl and
-// Connect clients can call the same methods under the same policies and
-// limits; HTTPClient returns an http.Client that dials a warren address.
+// Every listener of a Server also answers HTTP/1.1 and HTTP/2 in the
+// Connect, gRPC and gRPC-Web protocols (POST /Service/Method with a JSON or
+// protobuf body, identity or gzip), so that curl, Connect and gRPC clients
+// can call the same methods under the same policies and limits, with gRPC
+// server reflection and health for methods registered WithSchema;
+// HTTPClient returns an http.Client that dials a warren address.
 package rpc

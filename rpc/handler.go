@@ -2,9 +2,12 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/peer"
@@ -33,9 +36,12 @@ func WithPolicy(p peer.Policy) MethodOption { return func(h *handler) { h.policy
 
 type handler struct {
 	name   string
-	kind   methodKind
-	policy peer.Policy
-	info   CallInfo
+	schema protoreflect.MethodDescriptor // nil: none declared (WithSchema)
+	// noSideEffects: the method may be called with GET (WithNoSideEffects)
+	noSideEffects bool
+	kind          methodKind
+	policy        peer.Policy
+	info          CallInfo
 	// unary decodes req with cd, runs the handler (through the
 	// interceptors) and appends the encoded reply to dst.
 	unary func(ctx context.Context, cd codec.Codec, req, dst []byte) ([]byte, error)
@@ -59,6 +65,9 @@ func newHandler[Req, Resp any](s *Server, method string, fn func(ctx context.Con
 	h.unary = func(ctx context.Context, cd codec.Codec, data, dst []byte) ([]byte, error) {
 		req := new(Req)
 		if err := cd.Unmarshal(data, req); err != nil {
+			if errors.Is(err, codec.ErrUnsupportedType) {
+				return dst, status.Errorf(status.InvalidArgument, "%s takes JSON, not %s: its request type has no protobuf schema", method, cd.Name())
+			}
 			return dst, status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", method, cd.Name(), err)
 		}
 		var resp *Resp

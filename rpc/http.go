@@ -22,18 +22,20 @@ import (
 	"github.com/warrenipc/warren/transport"
 )
 
-// The HTTP bridge. A connection whose first bytes are an HTTP/1.x request
-// is kept open by mux.Server (Config.KeepHTTP) and handed by serveSession
-// to serveHTTPConn, which serves it
-// with a net/http server of its own: keep-alive, chunked bodies, Expect:
-// 100-continue and the rest are net/http's. Each request is a call in the
-// Connect protocol (https://connectrpc.com/docs/protocol) and goes through
-// the same path as a warren call: the connection was authorized and counted
-// by ServeConn, the call is admitted by serverConn.admit (method policy,
-// concurrency limits, rate limit), a unary call runs the registered handler
-// through serverCall.invoke (interceptors, panics), and a streaming call
-// runs serverCall.runStream with an httpStream in place of the mux stream.
-// See ARCHITECTURE.md, "HTTP bridge", and PROTOCOL.md, "HTTP (Connect)".
+// The HTTP bridge. A connection whose first bytes are an HTTP request
+// (HTTP/1.x, or the HTTP/2 preface) is handed by mux.Server
+// (Config.KeepHTTP) and handed by serveSession to serveHTTPConn, which serves it with a net/http server
+// of its own: keep-alive, chunked bodies, Expect: 100-continue, HTTP/2 and
+// the rest are net/http's. Each request is a call in the Connect, gRPC or
+// gRPC-Web protocol and goes through the same path as a warren call: the
+// connection was authorized and counted by ServeConn, the call is admitted
+// by serverConn.admit (method policy, concurrency limits, rate limit), a
+// unary call runs the registered handler through serverCall.invoke
+// (interceptors, panics), and a streaming call runs serverCall.runStream
+// with a connectStream in place of the mux stream. This file serves Connect
+// unary calls over HTTP/1.1 by hand; connect.go serves the rest with
+// connectrpc.com/connect. See ARCHITECTURE.md, "HTTP bridge", and
+// PROTOCOL.md, "HTTP (Connect)".
 
 // httpIdleTimeout closes a keep-alive connection idle for this long. It is
 // longer than net/http's client default (90 s), so that a client, not the
@@ -42,29 +44,22 @@ const httpIdleTimeout = 2 * time.Minute
 
 // Content types, as header values (shared: net/http does not modify them).
 var (
-	ctJSON         = []string{"application/json"}
-	ctProto        = []string{"application/proto"}
-	ctRaw          = []string{"application/octet-stream"}
-	ctConnectJSON  = []string{"application/connect+json"}
-	ctConnectProto = []string{"application/connect+proto"}
-	hdrClose       = []string{"close"}
-	hdrIdentity    = []string{"identity"}
-	hdrAllowPost   = []string{"POST"}
+	ctJSON       = []string{"application/json"}
+	ctProto      = []string{"application/proto"}
+	ctRaw        = []string{"application/octet-stream"}
+	hdrClose     = []string{"close"}
+	hdrAllowPost = []string{"POST"}
 )
 
 // httpEncoding is what a request's Content-Type asks for.
 type httpEncoding struct {
 	codec  uint8 // codec.IDJSON, IDProto or IDRaw
-	stream bool  // Connect streaming: enveloped messages, end-stream message
+	stream bool  // Connect streaming (served by connect.go)
 }
 
-// contentType returns the response content type for e.
+// contentType returns the response content type for e, a unary call.
 func (e httpEncoding) contentType() []string {
 	switch {
-	case e.stream && e.codec == codec.IDProto:
-		return ctConnectProto
-	case e.stream:
-		return ctConnectJSON
 	case e.codec == codec.IDProto:
 		return ctProto
 	case e.codec == codec.IDRaw:
@@ -138,6 +133,7 @@ func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
 	}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // prior knowledge: served by connect.go
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeader,
@@ -187,17 +183,28 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeUnaryError(w, 0, status.New(h.refuseCode, h.refuseMsg), nil, nil)
 		return
 	}
-	if err := crossOrigin.Check(r); err != nil {
+	if h.srv.opts.CORS != nil && h.srv.serveCORS(w, r) {
+		return // a preflight request, answered
+	}
+	if err := h.srv.crossOriginCheck(r); err != nil {
 		writeUnaryError(w, 0, status.Errorf(status.PermissionDenied, "%v", err), nil, nil)
 		return
 	}
 	if r = h.srv.authorizeHTTP(w, r, h.sc.peer); r == nil {
 		return
 	}
+	if useConnectGo(r) || h.srv.bridgeAll {
+		h.serveConnectGo(w, r)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
-		hd, name := h.srv.lookupPath(r.URL.Path)
-		h.call(w, r, hd, name, nil)
+		hd, _ := h.srv.lookupPath(r.URL.Path)
+		if hd == nil { // reflection, health or an unknown method: connect.go
+			h.serveConnectGo(w, r)
+			return
+		}
+		h.call(w, r, hd, nil)
 	case http.MethodGet, http.MethodHead:
 		if transport.IsWebSocketUpgrade(r) {
 			h.srv.serveWebSocket(h.sc, w, r)
@@ -205,7 +212,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.URL.Path == "/" && (h.srv.opts.Page == nil || !wantsHTML(r)) {
 			// The list of methods: a call of IntrospectionMethod.
-			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], IntrospectionMethod, emptyJSON)
+			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], emptyJSON)
 			return
 		}
 		if h.srv.opts.Page != nil {
@@ -221,8 +228,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"HTTP/2 is not served on this socket; use HTTP/1.1"), nil, nil)
 	default:
 		w.Header()["Allow"] = hdrAllowPost
-		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
-			"%s: methods are called with POST (GET / lists them)", r.Method), nil, nil)
+		writePlainError(w, http.StatusMethodNotAllowed, r.Method+": methods are called with POST (GET / lists them)")
 	}
 }
 
@@ -273,27 +279,23 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// call serves a call of hd (nil for an unknown method named name). body, if
-// set, is the request message instead of the request's body.
-func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, name string, body []byte) {
+// call serves a unary call of hd in Connect's unary protocol over
+// HTTP/1.1 with an identity body: every other call goes to connect.go
+// (useConnectGo). body, if set, is the request message instead of the
+// request's body.
+func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, body []byte) {
 	s := h.srv
 	enc, ok := parseContentType(r.Header.Get("Content-Type"))
 	if body != nil {
 		enc, ok = httpEncoding{codec: codec.IDJSON}, true
 	}
 	if !ok {
-		w.Header()["Accept-Post"] = []string{"application/json, application/proto, application/connect+json, application/connect+proto"}
-		writeUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
-			"unsupported Content-Type %q: use application/json or application/proto, or application/connect+json or application/connect+proto for streaming methods", r.Header.Get("Content-Type")), nil, nil)
+		w.Header()["Accept-Post"] = []string{"application/json, application/proto, application/connect+json, application/connect+proto, application/grpc, application/grpc-web"}
+		writePlainError(w, http.StatusUnsupportedMediaType, fmt.Sprintf(
+			"unsupported Content-Type %q: use application/json or application/proto, or application/connect+json or application/connect+proto for streaming methods", r.Header.Get("Content-Type")))
 		return
 	}
-	fail := func(se *status.Error) {
-		if enc.stream {
-			writeStreamError(w, enc, se)
-		} else {
-			writeUnaryError(w, 0, se, nil, nil)
-		}
-	}
+	fail := func(se *status.Error) { writeUnaryError(w, 0, se, nil, nil) }
 	if isClosed(s.closed) {
 		w.Header()["Connection"] = hdrClose
 		fail(status.New(status.Unavailable, "server is shutting down"))
@@ -303,40 +305,18 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		fail(status.Errorf(status.InvalidArgument, "Connect-Protocol-Version %q is not supported (want 1)", v[0]))
 		return
 	}
-	encHeader := "Content-Encoding"
-	if enc.stream {
-		encHeader = "Connect-Content-Encoding"
-	}
-	if v := r.Header.Get(encHeader); v != "" && !strings.EqualFold(v, "identity") {
-		if enc.stream {
-			w.Header()["Connect-Accept-Encoding"] = hdrIdentity
-		} else {
-			w.Header()["Accept-Encoding"] = hdrIdentity
-		}
-		fail(status.Errorf(status.Unimplemented, "%s %q is not supported (identity only)", encHeader, v))
-		return
-	}
 	timeout, hasTimeout, err := parseTimeout(r.Header["Connect-Timeout-Ms"])
 	if err != nil {
 		fail(status.Errorf(status.InvalidArgument, "Connect-Timeout-Ms: %v", err))
 		return
 	}
-	if hd != nil && (hd.kind != kindUnary) != enc.stream {
-		if enc.stream {
-			writeStreamError(w, enc, status.Errorf(status.InvalidArgument,
-				"%s is a unary method: call it with Content-Type application/json or application/proto", hd.name))
-			return
-		}
+	if hd.kind != kindUnary {
 		writeUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
 			"%s is a %s method: call it with Content-Type application/connect+json or application/connect+proto and enveloped messages", hd.name, hd.kind), nil, nil)
 		return
 	}
-
 	cd, code, msg := h.sc.admit(hd, enc.codec)
 	if code != status.OK {
-		if hd == nil {
-			msg = fmt.Sprintf("unknown method %q", name)
-		}
 		fail(status.New(code, msg))
 		return
 	}
@@ -345,14 +325,8 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, nam
 		c.deadline = time.Now().Add(timeout)
 	}
 	c.md = appendRequestMetadata(r.Header)
-	if hd.kind == kindUnary {
-		c.state.Store(callStarted)
-		h.unary(w, r, c, enc, body)
-		return
-	}
-	c.hs = newHTTPStream(w, r, hd.kind, enc, s.maxMessage())
-	c.state.Store(callAdmitted)
-	c.runStream()
+	c.state.Store(callStarted)
+	h.unary(w, r, c, enc, body)
 }
 
 // maxMessage is the largest request message the server accepts.
@@ -493,14 +467,14 @@ func parseTimeout(v []string) (time.Duration, bool, error) {
 
 // forwarded reports whether a request header (canonical key) becomes
 // call metadata: all but the hop-by-hop headers and those of the Connect
-// protocol and of the body.
+// and gRPC protocols and of the body.
 func forwarded(k string) bool {
 	switch k {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect", "Accept-Encoding", "Host":
 		return false
 	}
-	return !strings.HasPrefix(k, "Content-") && !strings.HasPrefix(k, "Connect-")
+	return !strings.HasPrefix(k, "Content-") && !strings.HasPrefix(k, "Connect-") && !strings.HasPrefix(k, "Grpc-")
 }
 
 // appendRequestMetadata returns the metadata block of a request's headers,

@@ -72,10 +72,10 @@ func ExampleHTTPClient_callMethod() {
 		fmt.Println(resp.StatusCode, string(reply))
 	}
 	call("/Counter/Inc", `{"name":"a"}`)
-	call("/Counter/Set", `{"name":"a","value":41}`)
+	call("/Counter/Set", `{"name":"a","value":"41"}`)
 	call("/Counter.Inc", `{"name":"a"}`)
 	// Output:
 	// 404 {"code":"not_found","message":"no counter named \"a\" (create it with Counter.Set)"}
-	// 200 {"name":"a","value":41}
-	// 200 {"name":"a","value":42}
+	// 200 {"name":"a","value":"41"}
+	// 200 {"name":"a","value":"42"}
 }

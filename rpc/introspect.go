@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // IntrospectionMethod is the built-in method that lists a server's methods
@@ -54,7 +55,10 @@ func introspectionHandler(s *Server) *handler {
 func (s *Server) methodList() *MethodList {
 	hs := *s.handlers.Load()
 	out := &MethodList{Methods: make([]MethodInfo, 0, len(hs))}
-	for _, h := range hs {
+	for k, h := range hs {
+		if k != h.name {
+			continue // the full name of a schema method (WithSchema)
+		}
 		out.Methods = append(out.Methods, MethodInfo{
 			Name: h.name, Kind: h.kind.String(),
 			Request: shapeOf(h.reqType, 0), Reply: shapeOf(h.respType, 0),
@@ -69,7 +73,9 @@ var protoMessage = reflect.TypeFor[proto.Message]()
 func shapeOf(t reflect.Type, depth int) *Shape {
 	if reflect.PointerTo(t).Implements(protoMessage) {
 		m := reflect.New(t).Interface().(proto.Message)
-		return &Shape{Type: "object", Proto: string(m.ProtoReflect().Descriptor().FullName()), Go: t.String()}
+		sh := protoShape(m.ProtoReflect().Descriptor(), depth)
+		sh.Go = t.String()
+		return sh
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -125,4 +131,46 @@ func shapeOf(t reflect.Type, depth int) *Shape {
 		sh.Type = "any"
 	}
 	return sh
+}
+
+// protoShape describes a protobuf message as its JSON mapping reads it.
+func protoShape(md protoreflect.MessageDescriptor, depth int) *Shape {
+	sh := &Shape{Type: "object", Proto: string(md.FullName())}
+	if depth >= 8 {
+		return sh
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		sh.Fields = append(sh.Fields, Field{Name: fd.JSONName(), Shape: protoFieldShape(fd, depth+1)})
+	}
+	return sh
+}
+
+func protoFieldShape(fd protoreflect.FieldDescriptor, depth int) *Shape {
+	var elem *Shape
+	if fd.IsMap() {
+		elem = protoFieldShape(fd.MapValue(), depth+1)
+		return &Shape{Type: "object", Elem: elem}
+	}
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		elem = &Shape{Type: "string"}
+	case protoreflect.BoolKind:
+		elem = &Shape{Type: "boolean"}
+	case protoreflect.BytesKind:
+		elem = &Shape{Type: "bytes"}
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		elem = &Shape{Type: "number"}
+	case protoreflect.EnumKind:
+		elem = &Shape{Type: "string", Proto: string(fd.Enum().FullName())}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		elem = protoShape(fd.Message(), depth)
+	default: // the integer kinds
+		elem = &Shape{Type: "integer"}
+	}
+	if fd.IsList() {
+		return &Shape{Type: "array", Elem: elem}
+	}
+	return elem
 }

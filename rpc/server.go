@@ -95,7 +95,8 @@ type ServerOptions struct {
 	// origin check, which refuses pages of other sites in browsers.
 	WebSocket *transport.WebSocketOptions
 	// NoHTTP turns off the HTTP bridge. By default a connection that starts
-	// with an HTTP/1.1 request is served over HTTP in the Connect protocol
+	// with an HTTP request (HTTP/1.1, or HTTP/2 with prior knowledge) is
+	// served over HTTP in the Connect, gRPC and gRPC-Web protocols
 	// (POST /Service/Method; see PROTOCOL.md), with the same policies, limits
 	// and interceptors as warren calls. With NoHTTP it is answered with
 	// HTTP 400 and closed.
@@ -109,6 +110,10 @@ type ServerOptions struct {
 	// (Accept: text/html) and every other path. "GET /" asking for anything
 	// else still answers the method list as JSON.
 	Page http.Handler
+	// CORS, if set, lets pages from the origins it allows call methods over
+	// HTTP from a browser (cors.go). Off by default: cross-origin requests
+	// that change state are refused.
+	CORS *CORSOptions
 }
 
 func limit(v, def int) int {
@@ -160,6 +165,10 @@ type Server struct {
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
+
+	bridgeOnce sync.Once
+	connect    *connectBridge // connect.go
+	bridgeAll  bool           // tests: every HTTP call through connect.go
 }
 
 type peerLimiter struct {
@@ -205,14 +214,22 @@ func (s *Server) register(h *handler) {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	old := *s.handlers.Load()
-	if _, dup := old[h.name]; dup {
-		panic(fmt.Sprintf("warren: method %s registered twice", h.name))
+	names := []string{h.name}
+	if full := schemaName(h); full != "" && full != h.name {
+		names = append(names, full)
 	}
-	m := make(map[string]*handler, len(old)+1)
+	for _, n := range names {
+		if _, dup := old[n]; dup {
+			panic(fmt.Sprintf("warren: method %s registered twice", n))
+		}
+	}
+	m := make(map[string]*handler, len(old)+len(names))
 	for k, v := range old {
 		m[k] = v
 	}
-	m[h.name] = h
+	for _, n := range names {
+		m[n] = h // the full name of its schema too (schema.go)
+	}
 	s.handlers.Store(&m)
 }
 

@@ -36,7 +36,9 @@ type Owner struct {
 // server from a socket file to the network changes only its address.
 type ListenConfig struct {
 	// TLS is the server configuration for tls:// and wss:// addresses,
-	// where it is required. It is cloned by Listen.
+	// where it is required. It is cloned by Listen. For tls:// addresses a
+	// configuration without NextProtos offers ALPN "h2" and "http/1.1", for
+	// the HTTP side of an rpc.Server.
 	TLS *tls.Config
 
 	// WebSocket configures the WebSocket opening handshake of ws:// and
@@ -191,6 +193,11 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 				return fail(errors.New("ListenConfig.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)"))
 			}
 			l.tlsConfig = cfg.TLS.Clone()
+			if a.Scheme == SchemeTLS && len(l.tlsConfig.NextProtos) == 0 {
+				// ALPN for the HTTP side of an rpc.Server: HTTP/2 clients
+				// (gRPC) negotiate h2; warren clients offer no protocol.
+				l.tlsConfig.NextProtos = []string{"h2", "http/1.1"}
+			}
 		}
 		if a.Scheme == SchemeWS || a.Scheme == SchemeWSS {
 			l.ws = &wsAccept{path: a.Path, opts: cfg.WebSocket}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/warrenipc/warren/rpc"
@@ -23,13 +24,28 @@ func tokenFlag(fs *flag.FlagSet) {
 	fs.StringVar(&clientToken, "token", "", "token for a server that requires one (default $WARREN_TOKEN)")
 }
 
+// token is the token the client commands send, or "".
+func token() string {
+	if clientToken != "" {
+		return clientToken
+	}
+	return os.Getenv("WARREN_TOKEN")
+}
+
+// bearer adds the token, if any, to every request of an HTTP client.
+type bearer struct{ next http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t := token(); t != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+t)
+	}
+	return b.next.RoundTrip(r)
+}
+
 // clientOptions adds the token, if any, to a client's options.
 func clientOptions(o *rpc.ClientOptions) *rpc.ClientOptions {
-	t := clientToken
-	if t == "" {
-		t = os.Getenv("WARREN_TOKEN")
-	}
-	if t != "" {
+	if t := token(); t != "" {
 		u, s := rpc.TokenInterceptors(t)
 		o.Interceptors = append(o.Interceptors, u)
 		o.StreamInterceptors = append(o.StreamInterceptors, s)

@@ -42,14 +42,18 @@ protocol names it, such as not_found) and exits 1.
 }
 
 var listHelp = help{
-	usage: "warren list [--json] [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
+	usage: "warren list [--json | --proto] [-timeout D] [--token T] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
 	text: `
 List the methods of the server at ADDR (from its Warren.Methods), with
-their kind and the shapes of their request and reply messages.
+their kind and the shapes of their request and reply messages. With
+--proto, print the services that have a protobuf schema as .proto files
+(fetched with gRPC server reflection on the same socket), and the
+methods without one as a comment.
 ` + tlsClientText,
 	examples: `  warren list default
-  warren list --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443
-  warren list --json unix:///run/app.sock`,
+  warren list --json unix:///run/app.sock
+  warren list --proto default > counter.proto
+  warren list --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443`,
 }
 
 var pingHelp = help{
@@ -281,10 +285,14 @@ func cmdList(e *env, args []string) error {
 	tf.add(fset, false)
 	tokenFlag(fset)
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
+	asProto := fset.Bool("proto", false, "print the services as .proto files (server reflection)")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	if *asJSON && *asProto {
+		return &usageError{cmd: "list", msg: "--json and --proto exclude each other"}
 	}
 	ctx, stop := interruptContext()
 	defer stop()
@@ -296,6 +304,9 @@ func cmdList(e *env, args []string) error {
 	list, err := methods(ctx, c, *timeout)
 	if err != nil {
 		return interrupted(ctx, explain(pos[0], err))
+	}
+	if *asProto {
+		return interrupted(ctx, listProto(ctx, e.stdout, pos[0], &tf, list, *timeout))
 	}
 	if *asJSON {
 		b, err := json.MarshalIndent(list, "", "  ")
@@ -336,7 +347,7 @@ func writeShape(b *strings.Builder, s *rpc.Shape, seen map[string]bool) {
 	switch {
 	case s == nil:
 		b.WriteString("?")
-	case s.Proto != "":
+	case s.Proto != "" && s.Type != "object": // an enum
 		b.WriteString(s.Proto)
 	case named && seen[s.Go]:
 		b.WriteString(s.Go)

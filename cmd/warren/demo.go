@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
@@ -221,7 +222,7 @@ func (d *demo) run(addr string) (err error) {
 	results = append(results, &w.phaseResult)
 
 	// Check the work.
-	final, err := rpc.Call[counter.GetRequest, counter.Counter](ctx, d.client, "Counter.Get", &counter.GetRequest{Name: demoCounter})
+	final, err := rpc.Call[counter.GetRequest, counter.Entry](ctx, d.client, "Counter.Get", &counter.GetRequest{Name: demoCounter})
 	if err != nil {
 		return fmt.Errorf("Counter.Get after the run: %w", err)
 	}
@@ -247,7 +248,7 @@ func (d *demo) run(addr string) (err error) {
 
 // tour makes a few single calls that show what the service and warren do.
 func (d *demo) tour(ctx context.Context, seen *atomic.Pointer[peer.Peer]) error {
-	set, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, d.client, "Counter.Set", &counter.SetRequest{Name: demoCounter})
+	set, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, d.client, "Counter.Set", &counter.SetRequest{Name: demoCounter})
 	if err != nil {
 		return fmt.Errorf("Counter.Set: %w", err)
 	}
@@ -256,7 +257,7 @@ func (d *demo) tour(ctx context.Context, seen *atomic.Pointer[peer.Peer]) error 
 		fmt.Fprintf(d.out, "  the server read the caller's identity from the kernel: uid %d, gid %d, pid %d (this process is pid %d)\n",
 			p.UID, p.GID, p.PID, os.Getpid())
 	}
-	_, err = rpc.Call[counter.GetRequest, counter.Counter](ctx, d.client, "Counter.Get", &counter.GetRequest{Name: "nope"})
+	_, err = rpc.Call[counter.GetRequest, counter.Entry](ctx, d.client, "Counter.Get", &counter.GetRequest{Name: "nope"})
 	if status.CodeOf(err) != status.NotFound {
 		return fmt.Errorf("Counter.Get of a missing counter: got %v, want a not_found error", err)
 	}
@@ -274,7 +275,7 @@ func (d *demo) tour(ctx context.Context, seen *atomic.Pointer[peer.Peer]) error 
 }
 
 func mustJSON(v any) string {
-	b, err := json.Marshal(v)
+	b, err := codec.JSON.Append(nil, v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}
@@ -293,7 +294,7 @@ type leg struct {
 var incReq = &counter.IncRequest{Name: demoCounter}
 
 func (d *demo) rpcInc(ctx context.Context) (int64, error) {
-	var c counter.Counter
+	var c counter.Entry
 	if err := d.client.Invoke(ctx, "Counter.Inc", incReq, &c); err != nil {
 		return 0, fmt.Errorf("Counter.Inc over rpc: %w", err)
 	}
@@ -312,7 +313,7 @@ func (d *demo) httpInc(ctx context.Context) (int64, error) {
 
 // httpCall makes a unary Connect-protocol call with a JSON body through hc,
 // whose transport dials the server, and decodes a Counter.
-func httpCall(ctx context.Context, hc *http.Client, method string, body []byte) (*counter.Counter, error) {
+func httpCall(ctx context.Context, hc *http.Client, method string, body []byte) (*counter.Entry, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://warren/"+method, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -331,11 +332,11 @@ func httpCall(ctx context.Context, hc *http.Client, method string, body []byte) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, &httpStatusError{code: resp.StatusCode, body: b}
 	}
-	var c counter.Counter
-	if err := json.Unmarshal(b, &c); err != nil {
+	c := new(counter.Entry)
+	if err := codec.JSON.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("decoding the reply %q: %w", b, err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 type httpStatusError struct {
@@ -506,7 +507,7 @@ func (d *demo) watchPhase(ctx context.Context, n, base int64, prev []*phaseResul
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	ws, err := rpc.NewStream[counter.WatchRequest, counter.Counter](wctx, d.client, "Counter.Watch")
+	ws, err := rpc.NewStream[counter.WatchRequest, counter.Entry](wctx, d.client, "Counter.Watch")
 	if err != nil {
 		return nil, fmt.Errorf("Counter.Watch: %w", err)
 	}

@@ -474,14 +474,14 @@ func helperLoop(addr, certs string) error {
 	for {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		reply, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "link"})
+		reply, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "link"})
 		cancel()
 		r := loopResult{OK: err == nil, Ms: time.Since(start).Milliseconds(), Start: start}
 		if err != nil {
 			r.Code = status.CodeOf(err).String()
 			if status.CodeOf(err) == status.NotFound {
 				// The first call: create the counter.
-				_, err = rpc.Call[counter.SetRequest, counter.Counter](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: "link"})
+				_, err = rpc.Call[counter.SetRequest, counter.Entry](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: "link"})
 				if err != nil {
 					return err
 				}

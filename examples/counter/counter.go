@@ -3,7 +3,12 @@
 // It is what `warren serve` serves and what `warren demo` drives, over
 // warren RPC and over HTTP on the same socket.
 //
-// Methods (JSON field names in braces):
+// The service is defined in counter.proto as warren.counter.v1.Counter;
+// its methods answer to that full name (as Connect and gRPC clients call
+// them) and to the short names below. JSON follows the protobuf JSON
+// mapping: int64 values are strings ("value":"7"; numbers are accepted
+// too), fields at their zero value are left out, and an unknown field is
+// an InvalidArgument error naming it.
 //
 //	Counter.Set   {"name","value"} -> {"name","value"}
 //	Counter.Get   {"name"}         -> {"name","value"}   NotFound if unknown
@@ -26,47 +31,15 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 )
 
-// SetRequest sets a counter, creating it if needed.
-type SetRequest struct {
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
-}
-
-// GetRequest names a counter.
-type GetRequest struct {
-	Name string `json:"name"`
-}
-
-// IncRequest adds By (1 when omitted) to an existing counter.
-type IncRequest struct {
-	Name string `json:"name"`
-	By   *int64 `json:"by,omitempty"`
-}
-
-// ListRequest takes no fields.
-type ListRequest struct{}
-
-// WatchRequest names the counter to watch. The counter need not exist yet:
-// the stream starts when it is first set.
-type WatchRequest struct {
-	Name string `json:"name"`
-}
-
-// Counter is a counter's name and value: the reply of Set, Get and Inc and
-// each message of Watch.
-type Counter struct {
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
-}
-
-// ListReply holds every counter, sorted by name.
-type ListReply struct {
-	Counters []Counter `json:"counters"`
-}
+// The messages (SetRequest, GetRequest, IncRequest, ListRequest,
+// WatchRequest, Entry, ListReply) are generated from counter.proto into
+// counter.pb.go; see generate.go.
 
 // maxWatchBacklog bounds the changes queued for one slow watcher; past it
 // the watcher skips to the latest value (a watcher sees every change it can
@@ -106,21 +79,24 @@ func (s *Store) Shutdown() {
 	s.shutOnce.Do(func() { close(s.done) })
 }
 
-// Register registers the Counter methods on srv.
+// Register registers the Counter methods on srv, under their short names
+// (Counter.Set) and their full names (warren.counter.v1.Counter.Set).
 func (s *Store) Register(srv *rpc.Server) {
-	rpc.Handle(srv, "Counter.Set", func(ctx context.Context, req *SetRequest) (*Counter, error) {
+	methods := File_counter_proto.Services().ByName("Counter").Methods()
+	schema := func(name protoreflect.Name) rpc.MethodOption { return rpc.WithSchema(methods.ByName(name)) }
+	rpc.Handle(srv, "Counter.Set", func(ctx context.Context, req *SetRequest) (*Entry, error) {
 		if req.Name == "" {
 			return nil, errNoName
 		}
 		return s.Set(req.Name, req.Value), nil
-	})
-	rpc.Handle(srv, "Counter.Get", func(ctx context.Context, req *GetRequest) (*Counter, error) {
+	}, schema("Set"))
+	rpc.Handle(srv, "Counter.Get", func(ctx context.Context, req *GetRequest) (*Entry, error) {
 		if req.Name == "" {
 			return nil, errNoName
 		}
 		return s.Get(req.Name)
-	})
-	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*Counter, error) {
+	}, schema("Get"))
+	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*Entry, error) {
 		if req.Name == "" {
 			return nil, errNoName
 		}
@@ -129,16 +105,16 @@ func (s *Store) Register(srv *rpc.Server) {
 			by = *req.By
 		}
 		return s.Inc(req.Name, by)
-	})
+	}, schema("Inc"))
 	rpc.Handle(srv, "Counter.List", func(ctx context.Context, req *ListRequest) (*ListReply, error) {
 		return &ListReply{Counters: s.List()}, nil
-	})
-	rpc.HandleServerStream(srv, "Counter.Watch", func(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Counter]) error {
+	}, schema("List"))
+	rpc.HandleServerStream(srv, "Counter.Watch", func(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Entry]) error {
 		if req.Name == "" {
 			return errNoName
 		}
-		return s.Watch(ctx, req.Name, func(c Counter) error { return st.Send(&c) })
-	})
+		return s.Watch(ctx, req.Name, st.Send)
+	}, schema("Watch"))
 }
 
 var errNoName = status.New(status.InvalidArgument, `missing "name"`)
@@ -148,27 +124,27 @@ func notFound(name string) error {
 }
 
 // Set sets name to value and returns the counter.
-func (s *Store) Set(name string, value int64) *Counter {
+func (s *Store) Set(name string, value int64) *Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.values[name] = value
 	s.notifyLocked(name, value)
-	return &Counter{Name: name, Value: value}
+	return &Entry{Name: name, Value: value}
 }
 
 // Get returns the counter, or a NotFound error.
-func (s *Store) Get(name string) (*Counter, error) {
+func (s *Store) Get(name string) (*Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.values[name]
 	if !ok {
 		return nil, notFound(name)
 	}
-	return &Counter{Name: name, Value: v}, nil
+	return &Entry{Name: name, Value: v}, nil
 }
 
 // Inc adds by to an existing counter and returns it, or a NotFound error.
-func (s *Store) Inc(name string, by int64) (*Counter, error) {
+func (s *Store) Inc(name string, by int64) (*Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.values[name]
@@ -181,18 +157,18 @@ func (s *Store) Inc(name string, by int64) (*Counter, error) {
 	v += by
 	s.values[name] = v
 	s.notifyLocked(name, v)
-	return &Counter{Name: name, Value: v}, nil
+	return &Entry{Name: name, Value: v}, nil
 }
 
 // List returns every counter sorted by name.
-func (s *Store) List() []Counter {
+func (s *Store) List() []*Entry {
 	s.mu.Lock()
-	out := make([]Counter, 0, len(s.values))
+	out := make([]*Entry, 0, len(s.values))
 	for k, v := range s.values {
-		out = append(out, Counter{Name: k, Value: v})
+		out = append(out, &Entry{Name: k, Value: v})
 	}
 	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b Counter) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -200,7 +176,7 @@ func (s *Store) List() []Counter {
 // with each new value, until ctx ends (it then returns ctx's error), send
 // fails (it returns that error) or the store shuts down (it returns an
 // Unavailable error).
-func (s *Store) Watch(ctx context.Context, name string, send func(Counter) error) error {
+func (s *Store) Watch(ctx context.Context, name string, send func(*Entry) error) error {
 	select {
 	case <-s.done:
 		return errShutdown
@@ -225,7 +201,7 @@ func (s *Store) Watch(ctx context.Context, name string, send func(Counter) error
 		s.mu.Unlock()
 	}()
 	if exists {
-		if err := send(Counter{Name: name, Value: cur}); err != nil {
+		if err := send(&Entry{Name: name, Value: cur}); err != nil {
 			return err
 		}
 	}
@@ -236,7 +212,7 @@ func (s *Store) Watch(ctx context.Context, name string, send func(Counter) error
 		case <-s.done:
 			return errShutdown
 		case v := <-w.ch:
-			if err := send(Counter{Name: name, Value: v}); err != nil {
+			if err := send(&Entry{Name: name, Value: v}); err != nil {
 				return err
 			}
 		}

@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/rpc"
@@ -74,21 +76,21 @@ func ctxT(t *testing.T) context.Context {
 
 func set(t *testing.T, e *env, name string, v int64) {
 	t.Helper()
-	c, err := rpc.Call[counter.SetRequest, counter.Counter](ctxT(t), e.client, "Counter.Set", &counter.SetRequest{Name: name, Value: v})
+	c, err := rpc.Call[counter.SetRequest, counter.Entry](ctxT(t), e.client, "Counter.Set", &counter.SetRequest{Name: name, Value: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c != (counter.Counter{Name: name, Value: v}) {
+	if c.Name != name || c.Value != v {
 		t.Fatalf("Set reply %+v", c)
 	}
 }
 
-func inc(ctx context.Context, c *rpc.Client, name string, by *int64) (*counter.Counter, error) {
-	return rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: name, By: by})
+func inc(ctx context.Context, c *rpc.Client, name string, by *int64) (*counter.Entry, error) {
+	return rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: name, By: by})
 }
 
-func get(ctx context.Context, c *rpc.Client, name string) (*counter.Counter, error) {
-	return rpc.Call[counter.GetRequest, counter.Counter](ctx, c, "Counter.Get", &counter.GetRequest{Name: name})
+func get(ctx context.Context, c *rpc.Client, name string) (*counter.Entry, error) {
+	return rpc.Call[counter.GetRequest, counter.Entry](ctx, c, "Counter.Get", &counter.GetRequest{Name: name})
 }
 
 func ptr(v int64) *int64 { return &v }
@@ -138,17 +140,41 @@ func TestIncByDefaultRawJSON(t *testing.T) {
 	ctx := ctxT(t)
 	set(t, e, "a", 0)
 	for _, tc := range []struct{ req, want string }{
-		{`{"name":"a"}`, `{"name":"a","value":1}`},
-		{`{"name":"a","by":null}`, `{"name":"a","value":2}`},
-		{`{"name":"a","by":5}`, `{"name":"a","value":7}`},
+		{`{"name":"a"}`, `{"name":"a","value":"1"}`},
+		{`{"name":"a","by":null}`, `{"name":"a","value":"2"}`},
+		{`{"name":"a","by":5}`, `{"name":"a","value":"7"}`},    // int64 as a number is accepted
+		{`{"name":"a","by":"-2"}`, `{"name":"a","value":"5"}`}, // and as a string, as emitted
 	} {
 		req, resp := json.RawMessage(tc.req), json.RawMessage(nil)
 		if err := e.client.Invoke(ctx, "Counter.Inc", &req, &resp); err != nil {
 			t.Fatalf("%s: %v", tc.req, err)
 		}
-		if string(resp) != tc.want {
+		if !jsonEqual(resp, tc.want) {
 			t.Fatalf("%s: got %s, want %s", tc.req, resp, tc.want)
 		}
+	}
+}
+
+// jsonEqual reports whether got and want are the same JSON value
+// (protojson varies its spacing on purpose).
+func jsonEqual(got []byte, want string) bool {
+	var a, b any
+	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
+}
+
+// TestUnknownField checks the protobuf JSON mapping's refusal of unknown
+// fields: an InvalidArgument error naming the field, and no increment.
+func TestUnknownField(t *testing.T) {
+	e := start(t)
+	ctx := ctxT(t)
+	set(t, e, "a", 0)
+	req, resp := json.RawMessage(`{"name":"a","bye":3}`), json.RawMessage(nil)
+	err := e.client.Invoke(ctx, "Counter.Inc", &req, &resp)
+	if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), `unknown field "bye"`) {
+		t.Fatalf("unknown field: %v", err)
+	}
+	if c, err := get(ctx, e.client, "a"); err != nil || c.Value != 0 {
+		t.Fatalf("after the refused call: %v %v", c, err)
 	}
 }
 
@@ -163,11 +189,11 @@ func TestErrors(t *testing.T) {
 	wantCode(t, "Get without a name", err, status.InvalidArgument, `missing "name"`)
 	_, err = inc(ctx, e.client, "", nil)
 	wantCode(t, "Inc without a name", err, status.InvalidArgument, `missing "name"`)
-	_, err = rpc.Call[counter.SetRequest, counter.Counter](ctx, e.client, "Counter.Set", &counter.SetRequest{Value: 1})
+	_, err = rpc.Call[counter.SetRequest, counter.Entry](ctx, e.client, "Counter.Set", &counter.SetRequest{Value: 1})
 	wantCode(t, "Set without a name", err, status.InvalidArgument, `missing "name"`)
 
 	// A Watch without a name fails on its first Recv.
-	ws, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, e.client, "Counter.Watch")
+	ws, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, e.client, "Counter.Watch")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +229,7 @@ func TestErrors(t *testing.T) {
 func TestListSorted(t *testing.T) {
 	e := start(t)
 	ctx := ctxT(t)
-	list := func() []counter.Counter {
+	list := func() []*counter.Entry {
 		t.Helper()
 		r, err := rpc.Call[counter.ListRequest, counter.ListReply](ctx, e.client, "Counter.List", &counter.ListRequest{})
 		if err != nil {
@@ -214,25 +240,29 @@ func TestListSorted(t *testing.T) {
 	if got := list(); len(got) != 0 {
 		t.Fatalf("empty store lists %v", got)
 	}
-	// An empty list is [] in JSON, not null.
+	// An empty list is left out, as the protobuf JSON mapping does.
 	req, resp := json.RawMessage(`{}`), json.RawMessage(nil)
-	if err := e.client.Invoke(ctx, "Counter.List", &req, &resp); err != nil || string(resp) != `{"counters":[]}` {
+	if err := e.client.Invoke(ctx, "Counter.List", &req, &resp); err != nil || string(resp) != `{}` {
 		t.Fatalf("empty List JSON = %s, %v", resp, err)
 	}
 	for i, name := range []string{"delta", "alpha", "charlie", "Bravo", "bravo", "alpha2"} {
 		set(t, e, name, int64(i))
 	}
 	got := list()
-	want := []counter.Counter{{"Bravo", 3}, {"alpha", 1}, {"alpha2", 5}, {"bravo", 4}, {"charlie", 2}, {"delta", 0}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	want := []string{"Bravo=3", "alpha=1", "alpha2=5", "bravo=4", "charlie=2", "delta=0"}
+	var gotNames []string
+	for _, c := range got {
+		gotNames = append(gotNames, fmt.Sprintf("%s=%d", c.Name, c.Value))
+	}
+	if fmt.Sprint(gotNames) != fmt.Sprint(want) {
 		t.Fatalf("List = %v, want %v", got, want)
 	}
 }
 
 // watch opens a Watch on name and returns its stream.
-func watch(t *testing.T, ctx context.Context, e *env, name string) *rpc.ClientStream[counter.WatchRequest, counter.Counter] {
+func watch(t *testing.T, ctx context.Context, e *env, name string) *rpc.ClientStream[counter.WatchRequest, counter.Entry] {
 	t.Helper()
-	ws, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, e.client, "Counter.Watch")
+	ws, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, e.client, "Counter.Watch")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +276,7 @@ func watch(t *testing.T, ctx context.Context, e *env, name string) *rpc.ClientSt
 	return ws
 }
 
-func recvValue(t *testing.T, ws *rpc.ClientStream[counter.WatchRequest, counter.Counter], name string, want int64) {
+func recvValue(t *testing.T, ws *rpc.ClientStream[counter.WatchRequest, counter.Entry], name string, want int64) {
 	t.Helper()
 	c, err := ws.Recv()
 	if err != nil {
@@ -383,7 +413,7 @@ func TestStoreDirect(t *testing.T) {
 	vals := make(chan int64)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Watch(ctx, "x", func(c counter.Counter) error {
+		done <- s.Watch(ctx, "x", func(c *counter.Entry) error {
 			vals <- c.Value
 			return nil
 		})
@@ -401,7 +431,7 @@ func TestStoreDirect(t *testing.T) {
 	}
 	// A send error ends the watch with that error.
 	errStop := errors.New("stop")
-	if err := s.Watch(context.Background(), "x", func(counter.Counter) error { return errStop }); err != errStop {
+	if err := s.Watch(context.Background(), "x", func(*counter.Entry) error { return errStop }); err != errStop {
 		t.Fatalf("Watch returned %v, want the send error", err)
 	}
 }
@@ -524,7 +554,7 @@ func httpClient(addr string) (*http.Client, func()) {
 }
 
 // httpInc POSTs body to /Counter.Inc, as the Connect protocol has it.
-func httpInc(ctx context.Context, hc *http.Client, body string) (*counter.Counter, error) {
+func httpInc(ctx context.Context, hc *http.Client, body string) (*counter.Entry, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://warren/Counter.Inc", strings.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -542,11 +572,11 @@ func httpInc(ctx context.Context, hc *http.Client, body string) (*counter.Counte
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
 	}
-	var c counter.Counter
-	if err := json.Unmarshal(b, &c); err != nil {
+	c := new(counter.Entry)
+	if err := protojson.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("reply %q: %w", b, err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // probeHTTP fails the test unless the server answers an HTTP call.

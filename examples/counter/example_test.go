@@ -42,24 +42,24 @@ func Example() {
 	defer c.Close()
 	ctx := context.Background()
 
-	set, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 40})
+	set, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 40})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("set:", set.Name, set.Value)
 
 	by := int64(2)
-	inc, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a", By: &by})
+	inc, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a", By: &by})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("inc:", inc.Name, inc.Value)
 
-	_, err = rpc.Call[counter.GetRequest, counter.Counter](ctx, c, "Counter.Get", &counter.GetRequest{Name: "b"})
+	_, err = rpc.Call[counter.GetRequest, counter.Entry](ctx, c, "Counter.Get", &counter.GetRequest{Name: "b"})
 	fmt.Println("get b:", status.CodeOf(err))
 
 	// Watch: the current value, then each change.
-	ws, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, c, "Counter.Watch")
+	ws, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, c, "Counter.Watch")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("watch:", first.Value)
-	rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}) // by 1
+	rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}) // by 1
 	next, err := ws.Recv()
 	if err != nil {
 		log.Fatal(err)

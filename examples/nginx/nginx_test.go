@@ -272,10 +272,10 @@ http {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if _, err := rpc.Call[counter.SetRequest, counter.Counter](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 1}); err != nil {
+		if _, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 1}); err != nil {
 			t.Fatalf("Counter.Set over wss through nginx: %v\n%s", err, errorLog())
 		}
-		w, err := rpc.NewStream[counter.WatchRequest, counter.Counter](ctx, c, "Counter.Watch")
+		w, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, c, "Counter.Watch")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ http {
 				t.Fatalf("watch: %v, %v; want value %d", got, err, want)
 			}
 			if want < 3 {
-				if _, err := rpc.Call[counter.IncRequest, counter.Counter](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}); err != nil {
+				if _, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -21,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -76,8 +77,11 @@ func start(t *testing.T, register func(*rpc.Server)) *env {
 	return e
 }
 
+// client returns a Connect client for method: with connect-go's default
+// codec (protobuf) for protobuf messages, with jsonCodec for the plain Go
+// types of JSON-only methods.
 func client[Req, Res any](e *env, method string, opts ...connect.ClientOption) *connect.Client[Req, Res] {
-	if len(opts) == 0 {
+	if _, ok := any(new(Req)).(proto.Message); !ok && len(opts) == 0 {
 		opts = []connect.ClientOption{connect.WithCodec(jsonCodec{})}
 	}
 	return connect.NewClient[Req, Res](e.hc, base+method, opts...)
@@ -86,12 +90,12 @@ func client[Req, Res any](e *env, method string, opts ...connect.ClientOption) *
 func TestUnary(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
-	set := client[counter.SetRequest, counter.Counter](e, "/Counter/Set")
-	get := client[counter.GetRequest, counter.Counter](e, "/Counter/Get")
-	inc := client[counter.IncRequest, counter.Counter](e, "/Counter.Inc") // warren's spelling works too
+	set := client[counter.SetRequest, counter.Entry](e, "/Counter/Set")
+	get := client[counter.GetRequest, counter.Entry](e, "/Counter/Get")
+	inc := client[counter.IncRequest, counter.Entry](e, "/Counter.Inc") // warren's spelling works too
 
 	resp, err := set.CallUnary(ctx, connect.NewRequest(&counter.SetRequest{Name: "a", Value: 10}))
-	if err != nil || *resp.Msg != (counter.Counter{Name: "a", Value: 10}) {
+	if err != nil || resp.Msg.Name != "a" || resp.Msg.Value != 10 {
 		t.Fatalf("Set: %v %v", resp, err)
 	}
 	by := int64(5)
@@ -116,7 +120,7 @@ func TestUnary(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("Inc without a name: %v", err)
 	}
-	_, err = client[counter.GetRequest, counter.Counter](e, "/Counter/Reset").CallUnary(ctx, connect.NewRequest(&counter.GetRequest{}))
+	_, err = client[counter.GetRequest, counter.Entry](e, "/Counter/Reset").CallUnary(ctx, connect.NewRequest(&counter.GetRequest{}))
 	if connect.CodeOf(err) != connect.CodeUnimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
@@ -181,9 +185,9 @@ func TestDeadline(t *testing.T) {
 func TestWatch(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
-	set := client[counter.SetRequest, counter.Counter](e, "/Counter/Set")
-	inc := client[counter.IncRequest, counter.Counter](e, "/Counter/Inc")
-	watch := client[counter.WatchRequest, counter.Counter](e, "/Counter/Watch")
+	set := client[counter.SetRequest, counter.Entry](e, "/Counter/Set")
+	inc := client[counter.IncRequest, counter.Entry](e, "/Counter/Inc")
+	watch := client[counter.WatchRequest, counter.Entry](e, "/Counter/Watch")
 	if _, err := set.CallUnary(ctx, connect.NewRequest(&counter.SetRequest{Name: "w", Value: 1})); err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +201,10 @@ func TestWatch(t *testing.T) {
 		if !stream.Receive() {
 			t.Fatalf("stream ended: %v", stream.Err())
 		}
-		if got := *stream.Msg(); got != (counter.Counter{Name: "w", Value: want}) {
+		if got := stream.Msg(); got.Name != "w" || got.Value != want {
 			t.Fatalf("got %+v, want value %d", got, want)
 		}
-		if stream.ResponseHeader().Get("Content-Type") != "application/connect+json" {
+		if stream.ResponseHeader().Get("Content-Type") != "application/connect+proto" {
 			t.Fatalf("header %v", stream.ResponseHeader())
 		}
 		if want < 4 {
@@ -340,7 +344,7 @@ func TestHTTPClientHelper(t *testing.T) {
 	defer func() { srv.Close(); <-done }()
 	hc := rpc.HTTPClient(addr, nil)
 	defer hc.CloseIdleConnections()
-	set := connect.NewClient[counter.SetRequest, counter.Counter](hc, "http://localhost/Counter/Set", connect.WithCodec(jsonCodec{}))
+	set := connect.NewClient[counter.SetRequest, counter.Entry](hc, "http://localhost/Counter/Set")
 	resp, err := set.CallUnary(context.Background(), connect.NewRequest(&counter.SetRequest{Name: "h", Value: 3}))
 	if err != nil || resp.Msg.Value != 3 {
 		t.Fatalf("%v %v", resp, err)
