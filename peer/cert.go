@@ -63,7 +63,7 @@ type certNames struct {
 }
 
 func (s certNames) Authorize(p *Peer) error {
-	leaf := VerifiedLeaf(p)
+	leaf := verifiedLeaf(p)
 	if leaf == nil {
 		return deny(p, "no verified certificate (the %s policy needs TLS with certificates verified against a CA)", s.what)
 	}
@@ -80,10 +80,10 @@ func (s certNames) Authorize(p *Peer) error {
 	return deny(p, "certificate %ss (%s) not among the allowed %ss %v", s.what, have, s.what, s.want)
 }
 
-// VerifiedLeaf returns the peer's certificate from its first verified chain,
+// verifiedLeaf returns the peer's certificate from its first verified chain,
 // or nil if the peer has none: not TLS, before the handshake, or a
 // certificate that was not verified.
-func VerifiedLeaf(p *Peer) *x509.Certificate {
+func verifiedLeaf(p *Peer) *x509.Certificate {
 	if p == nil || p.TLS == nil || len(p.TLS.VerifiedChains) == 0 || len(p.TLS.VerifiedChains[0]) == 0 {
 		return nil
 	}

@@ -2,9 +2,7 @@ package rpc
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -26,32 +24,34 @@ import (
 //   - as call metadata "authorization: Bearer TOKEN", on every warren call
 //     (any transport, including WebSocket);
 //   - in HTTP requests (Connect calls, the page, WebSocket upgrades), as the
-//     header "Authorization: Bearer TOKEN", as the cookie TokenCookie(host)
-//     that a browser keeps, in the query parameter "token" (a GET that asks
+//     header "Authorization: Bearer TOKEN", as the cookie
+//     "warren-token-PORT" that a browser keeps, in the query parameter "token" (a GET that asks
 //     for HTML and carries a valid token gets the cookie and is redirected
 //     to the same URL without it), or, for a WebSocket upgrade, as the
-//     subprotocol TokenProtocolPrefix+TOKEN (browsers cannot set headers on
+//     subprotocol "warren.bearer.TOKEN" (browsers cannot set headers on
 //     a WebSocket; the server then selects the subprotocol "warren").
 //
 // Calls that arrive over an HTTP request that carried the token are
 // authenticated by it. Peers of unix sockets (those with kernel
 // credentials) are exempt unless Unix is set: the socket file's
-// permissions and ServerOptions.Policy decide who they are.
+// permissions and ServerOptions.Policy decide who they are. A Go client
+// sends a token with ClientOptions.Token.
 type TokenAuth struct {
-	// Token is the secret. NewToken makes a good one.
+	// Token is the secret: at least 128 random bits, such as 32 bytes from
+	// crypto/rand, base64url-encoded.
 	Token string
 	// Unix requires the token from unix-socket peers too.
 	Unix bool
 }
 
-// TokenProtocolPrefix starts the WebSocket subprotocol that carries a
+// tokenProtocolPrefix starts the WebSocket subprotocol that carries a
 // token: "warren.bearer.TOKEN".
-const TokenProtocolPrefix = "warren.bearer."
+const tokenProtocolPrefix = "warren.bearer."
 
-// TokenCookie is the name of the cookie that keeps the token in a browser
+// tokenCookie is the name of the cookie that keeps the token in a browser
 // for a server reached at host ("127.0.0.1:7000"): cookies are shared by
 // every port of a host, so the port is part of the name.
-func TokenCookie(host string) string {
+func tokenCookie(host string) string {
 	_, port, err := net.SplitHostPort(host)
 	if err != nil {
 		port = ""
@@ -59,23 +59,10 @@ func TokenCookie(host string) string {
 	return "warren-token-" + port
 }
 
-// NewToken returns a random token of 256 bits, base64url-encoded.
-func NewToken() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// BearerMetadata is the call metadata that carries token.
-func BearerMetadata(token string) Metadata {
-	return Metadata{"authorization": {"Bearer " + token}}
-}
-
-// TokenInterceptors returns client interceptors that send token as call
-// metadata on every call, for ClientOptions.Interceptors and
-// StreamInterceptors.
-func TokenInterceptors(token string) (UnaryClientInterceptor, StreamClientInterceptor) {
-	md := WithMetadata(BearerMetadata(token))
+// tokenInterceptors returns client interceptors that send token as call
+// metadata "authorization: Bearer TOKEN" on every call (ClientOptions.Token).
+func tokenInterceptors(token string) (UnaryClientInterceptor, StreamClientInterceptor) {
+	md := WithMetadata(Metadata{"authorization": {"Bearer " + token}})
 	return func(ctx context.Context, method string, req, resp any, next UnaryInvoker, opts ...CallOption) error {
 			return next(ctx, method, req, resp, append(opts, md)...)
 		}, func(ctx context.Context, method string, opts []CallOption, open func(ctx context.Context, opts ...CallOption) error) error {
@@ -168,13 +155,13 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 	for _, v := range r.Header.Values("Authorization") {
 		ok = ok || a.bearer(v)
 	}
-	if c, err := r.Cookie(TokenCookie(r.Host)); err == nil {
+	if c, err := r.Cookie(tokenCookie(r.Host)); err == nil {
 		ok = ok || a.match(c.Value)
 	}
 	if transport.IsWebSocketUpgrade(r) {
 		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
 			for t := range strings.SplitSeq(v, ",") {
-				if t, found := strings.CutPrefix(strings.TrimSpace(t), TokenProtocolPrefix); found {
+				if t, found := strings.CutPrefix(strings.TrimSpace(t), tokenProtocolPrefix); found {
 					ok = ok || a.match(t)
 				}
 			}
@@ -186,7 +173,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 		if r.Method == http.MethodGet && !transport.IsWebSocketUpgrade(r) && wantsHTML(r) {
 			// Keep it in a cookie and take it out of the address bar and
 			// the history.
-			http.SetCookie(w, &http.Cookie{Name: TokenCookie(r.Host), Value: a.Token, Path: "/", SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie(r.Host), Value: a.Token, Path: "/", SameSite: http.SameSiteStrictMode})
 			q.Del("token")
 			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
 			w.Header().Set("Cache-Control", "no-store")

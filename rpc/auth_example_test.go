@@ -11,7 +11,7 @@ import (
 // A server on a network address that requires a token, and a client that
 // sends it.
 func ExampleTokenAuth() {
-	token := rpc.NewToken()
+	token := "an-example-token" // at least 128 random bits in real use
 	srv := rpc.NewServer(&rpc.ServerOptions{Auth: &rpc.TokenAuth{Token: token}})
 	rpc.Handle(srv, "Greeter.Hello", func(ctx context.Context, name *string) (*string, error) {
 		s := "hello, " + *name
@@ -31,8 +31,7 @@ func ExampleTokenAuth() {
 	_, err = rpc.Call[string, string](context.Background(), anon, "Greeter.Hello", &name)
 	fmt.Println(err)
 
-	u, s := rpc.TokenInterceptors(token)
-	c, _ := rpc.Dial(addr, &rpc.ClientOptions{Interceptors: []rpc.UnaryClientInterceptor{u}, StreamInterceptors: []rpc.StreamClientInterceptor{s}})
+	c, _ := rpc.Dial(addr, &rpc.ClientOptions{Token: token})
 	defer c.Close()
 	reply, err := rpc.Call[string, string](context.Background(), c, "Greeter.Hello", &name)
 	fmt.Println(*reply, err)

@@ -47,12 +47,7 @@ func startAuth(t *testing.T, addr string, auth *rpc.TokenAuth, page http.Handler
 
 func dialToken(t *testing.T, addr, token string) *rpc.Client {
 	t.Helper()
-	o := &rpc.ClientOptions{}
-	if token != "" {
-		u, s := rpc.TokenInterceptors(token)
-		o.Interceptors, o.StreamInterceptors = []rpc.UnaryClientInterceptor{u}, []rpc.StreamClientInterceptor{s}
-	}
-	c, err := rpc.Dial(addr, o)
+	c, err := rpc.Dial(addr, &rpc.ClientOptions{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +128,8 @@ func TestTokenAuthHTTP(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(b)
 	}
-	cookie := rpc.TokenCookie(host) + "=" + testToken
+	_, port, _ := net.SplitHostPort(host)
+	cookie := "warren-token-" + port + "=" + testToken
 	for _, tc := range []struct {
 		name, method, path string
 		header             []string
@@ -144,7 +140,7 @@ func TestTokenAuthHTTP(t *testing.T) {
 		{"no token: browser", "GET", "/", []string{"Accept", "text/html"}, 401, "Token required"},
 		{"no token: call", "POST", "/Counter.Set", nil, 401, "unauthenticated"},
 		{"wrong bearer", "POST", "/Counter.Set", []string{"Authorization", "Bearer nope"}, 401, "unauthenticated"},
-		{"bearer: call", "POST", "/Counter.Set", []string{"Authorization", "Bearer " + testToken}, 200, `"value":2`},
+		{"bearer: call", "POST", "/Counter.Set", []string{"Authorization", "Bearer " + testToken}, 200, `"value":"2"`},
 		{"bearer: method list as JSON", "GET", "/", []string{"Authorization", "Bearer " + testToken}, 200, `"methods"`},
 		{"cookie: page for browsers", "GET", "/", []string{"Accept", "text/html", "Cookie", cookie}, 200, "<p>page /"},
 		{"cookie: other paths go to the page handler", "GET", "/app.js", []string{"Cookie", cookie}, 200, "<p>page /app.js"},
@@ -194,10 +190,10 @@ func TestTokenAuthWebSocket(t *testing.T) {
 	if st, _ := upgrade(t, host); !strings.HasPrefix(st, "401") {
 		t.Errorf("no token: %s, want 401", st)
 	}
-	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+"wrong"); !strings.HasPrefix(st, "401") {
+	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+"warren.bearer."+"wrong"); !strings.HasPrefix(st, "401") {
 		t.Errorf("wrong token: %s, want 401", st)
 	}
-	st, proto := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+testToken)
+	st, proto := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+"warren.bearer."+testToken)
 	if !strings.HasPrefix(st, "101") || proto != "warren" {
 		t.Errorf("token in the subprotocol: %s, protocol %q; want 101 and warren", st, proto)
 	}
@@ -205,7 +201,7 @@ func TestTokenAuthWebSocket(t *testing.T) {
 		t.Errorf("bearer header: %s, want 101", st)
 	}
 	// The origin check stays: the right token from a page of another origin is refused.
-	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+rpc.TokenProtocolPrefix+testToken, "Origin", "http://evil.example"); !strings.HasPrefix(st, "403") {
+	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+"warren.bearer."+testToken, "Origin", "http://evil.example"); !strings.HasPrefix(st, "403") {
 		t.Errorf("another origin: %s, want 403", st)
 	}
 }

@@ -48,6 +48,10 @@ type ClientOptions struct {
 	Interceptors []UnaryClientInterceptor
 	// StreamInterceptors wrap the opening of every streaming call.
 	StreamInterceptors []StreamClientInterceptor
+	// Token, if set, is sent with every call as the metadata
+	// "authorization: Bearer TOKEN", for servers that require one
+	// (ServerOptions.Auth, TokenAuth).
+	Token string
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
 }
@@ -87,6 +91,11 @@ func Dial(addr string, opts *ClientOptions) (*Client, error) {
 	}
 	if c.opts.MaxBackoff <= 0 {
 		c.opts.MaxBackoff = 5 * time.Second
+	}
+	if c.opts.Token != "" {
+		u, st := tokenInterceptors(c.opts.Token)
+		c.opts.Interceptors = append(append([]UnaryClientInterceptor(nil), c.opts.Interceptors...), u)
+		c.opts.StreamInterceptors = append(append([]StreamClientInterceptor(nil), c.opts.StreamInterceptors...), st)
 	}
 	c.chain = c.invoke
 	for i := len(c.opts.Interceptors) - 1; i >= 0; i-- {

@@ -21,7 +21,7 @@ import (
 // reply metadata pairs.
 func writeUnaryError(w http.ResponseWriter, httpStatus int, se *status.Error, header, trailer []string) {
 	if httpStatus == 0 {
-		httpStatus = HTTPStatus(se.Code)
+		httpStatus = connectHTTPStatus(se.Code)
 	}
 	data, _ := json.Marshal(newConnectError(se))
 	h := w.Header()
@@ -33,10 +33,10 @@ func writeUnaryError(w http.ResponseWriter, httpStatus int, se *status.Error, he
 	w.Write(data)
 }
 
-// HTTPStatus returns the HTTP status with which the Connect protocol
+// connectHTTPStatus returns the HTTP status with which the Connect protocol
 // reports code in a unary call: 200 for OK, 400 for InvalidArgument,
 // 404 for NotFound, and so on.
-func HTTPStatus(code status.Code) int {
+func connectHTTPStatus(code status.Code) int {
 	switch code {
 	case status.OK:
 		return 200

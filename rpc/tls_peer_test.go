@@ -82,10 +82,10 @@ func TestTLSClientCertificateInHandler(t *testing.T) {
 	srv := NewServer(&ServerOptions{Policy: peer.AllowURIs("spiffe://example.org/alice"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	HandleRaw(srv, "Who.Am", func(ctx context.Context, _ []byte) ([]byte, error) {
 		p, _ := peer.FromContext(ctx)
-		leaf := peer.VerifiedLeaf(p)
-		if leaf == nil || len(p.TLS.VerifiedChains[0]) != 2 || !p.TLS.VerifiedChains[0][1].Equal(ca) {
+		if p.TLS == nil || len(p.TLS.VerifiedChains) == 0 || len(p.TLS.VerifiedChains[0]) != 2 || !p.TLS.VerifiedChains[0][1].Equal(ca) {
 			return nil, status.New(status.Internal, "no verified chain up to the client CA in the handler's peer")
 		}
+		leaf := p.TLS.VerifiedChains[0][0]
 		return []byte(leaf.Subject.CommonName + " " + leaf.URIs[0].String()), nil
 	})
 	served := make(chan error, 1)

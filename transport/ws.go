@@ -17,15 +17,15 @@ import (
 )
 
 // WebSocket close codes (RFC 6455, section 7.4.1) that this package sends or
-// reports in a [*WebSocketError].
+// reports in a [*WebSocketError]'s Code.
 const (
-	WebSocketCloseNormal          = 1000 // sent by Close and CloseWrite
-	WebSocketCloseGoingAway       = 1001 // received from a peer that goes away, such as a browser tab
-	WebSocketCloseProtocolError   = 1002 // sent on a frame that breaks RFC 6455
-	WebSocketCloseUnsupportedData = 1003 // sent on a text message: warren carries binary messages only
-	WebSocketCloseNoStatus        = 1005 // never sent: reported for a close frame without a code
-	WebSocketCloseAbnormal        = 1006 // never sent: reported when the connection ends without a close frame
-	WebSocketCloseInvalidData     = 1007 // sent on a close frame whose reason is not UTF-8
+	wsCloseNormal          = 1000 // sent by Close and CloseWrite
+	wsCloseGoingAway       = 1001 // received from a peer that goes away, such as a browser tab
+	wsCloseProtocolError   = 1002 // sent on a frame that breaks RFC 6455
+	wsCloseUnsupportedData = 1003 // sent on a text message: warren carries binary messages only
+	wsCloseNoStatus        = 1005 // never sent: reported for a close frame without a code
+	wsCloseAbnormal        = 1006 // never sent: reported when the connection ends without a close frame
+	wsCloseInvalidData     = 1007 // sent on a close frame whose reason is not UTF-8
 )
 
 // WebSocketError reports a WebSocket connection that ended other than by a
@@ -34,7 +34,11 @@ const (
 // other than 1000 (normal), 1001 (going away) or none, or the connection
 // ending without a close frame (Code 1006).
 type WebSocketError struct {
-	Code   int    // the close code, see the WebSocketClose constants
+	// Code is the close code (RFC 6455, section 7.4.1): 1000 normal, 1001
+	// going away, 1002 protocol error, 1003 unsupported data (a text
+	// message), 1005 no status, 1006 abnormal (no close frame), 1007
+	// invalid data.
+	Code   int
 	Reason string // what happened, or the peer's reason when Remote
 	// Remote reports that the peer sent Code in its close frame. Otherwise
 	// this side detected the problem (and sent Code to the peer, unless it
@@ -51,7 +55,7 @@ func (e *WebSocketError) Error() string {
 		if e.Reason != "" {
 			s += fmt.Sprintf(" (%q)", e.Reason)
 		}
-	case e.Code == WebSocketCloseAbnormal:
+	case e.Code == wsCloseAbnormal:
 		s = "warren: websocket: " + e.Reason
 	default:
 		s = fmt.Sprintf("warren: websocket: %s (closed with code %d)", e.Reason, e.Code)
@@ -221,7 +225,7 @@ func (c *wsConn) nextFrame() error {
 	}
 	h, err := ws.ReadHeaderBuffer(&c.rb, c.hdr[:])
 	if err != nil { // only ws.ErrHeaderLengthMSB: the bytes are buffered
-		return c.fail(WebSocketCloseProtocolError, "frame length has its most significant bit set")
+		return c.fail(wsCloseProtocolError, "frame length has its most significant bit set")
 	}
 	if code, reason := c.checkHeader(h, b1&0x7f); reason != "" {
 		return c.fail(code, reason)
@@ -286,13 +290,13 @@ func (c *wsConn) closeReceived(payload []byte) error {
 	}
 	var echo [2]byte
 	n := 0
-	if code != WebSocketCloseNoStatus {
+	if code != wsCloseNoStatus {
 		binary.BigEndian.PutUint16(echo[:], uint16(code))
 		n = 2
 	}
 	c.sendClose(echo[:n])
 	var err error = io.EOF
-	if code != WebSocketCloseNormal && code != WebSocketCloseGoingAway && code != WebSocketCloseNoStatus {
+	if code != wsCloseNormal && code != wsCloseGoingAway && code != wsCloseNoStatus {
 		err = &WebSocketError{Code: code, Reason: reason, Remote: true}
 	}
 	c.endRead(err)
@@ -338,9 +342,9 @@ func (c *wsConn) readFailed(err error) error {
 	case c.closing.Load() && errors.Is(err, net.ErrClosed):
 		// Close gave up waiting for the peer's close frame.
 	case err == io.EOF && c.remain == 0 && c.rb.buffered() == 0:
-		err = &WebSocketError{Code: WebSocketCloseAbnormal, Reason: "connection closed without a close frame", Err: io.ErrUnexpectedEOF}
+		err = &WebSocketError{Code: wsCloseAbnormal, Reason: "connection closed without a close frame", Err: io.ErrUnexpectedEOF}
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		err = &WebSocketError{Code: WebSocketCloseAbnormal, Reason: "connection closed in the middle of a frame", Err: io.ErrUnexpectedEOF}
+		err = &WebSocketError{Code: wsCloseAbnormal, Reason: "connection closed in the middle of a frame", Err: io.ErrUnexpectedEOF}
 	}
 	c.endRead(err)
 	return err
@@ -373,7 +377,7 @@ func (c *wsConn) CloseWrite() error {
 		return errors.New("warren: websocket: CloseWrite before the handshake")
 	}
 	var body [2]byte
-	binary.BigEndian.PutUint16(body[:], WebSocketCloseNormal)
+	binary.BigEndian.PutUint16(body[:], wsCloseNormal)
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	switch {
@@ -397,7 +401,7 @@ func (c *wsConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
 		var body [2]byte
-		binary.BigEndian.PutUint16(body[:], WebSocketCloseNormal)
+		binary.BigEndian.PutUint16(body[:], wsCloseNormal)
 		c.sendClose(body[:])
 		select {
 		case <-c.readDone:

@@ -60,7 +60,7 @@ func refDecode(in []byte, client bool) wsExpect {
 	inMsg := false
 	for {
 		if len(in) < 2 {
-			e.code = WebSocketCloseAbnormal
+			e.code = wsCloseAbnormal
 			return e
 		}
 		fin, rsv, op := in[0]&0x80 != 0, in[0]>>4&7, in[0]&0x0f
@@ -81,7 +81,7 @@ func refDecode(in []byte, client bool) wsExpect {
 			whole += int(lenBits)
 		}
 		if len(in) < whole {
-			e.code = WebSocketCloseAbnormal
+			e.code = wsCloseAbnormal
 			return e
 		}
 		var length uint64
@@ -105,10 +105,10 @@ func refDecode(in []byte, client bool) wsExpect {
 			op == 0 && !inMsg || (op == 1 || op == 2) && inMsg
 		switch {
 		case violation:
-			e.code = WebSocketCloseProtocolError
+			e.code = wsCloseProtocolError
 			return e
 		case op == 1:
-			e.code = WebSocketCloseUnsupportedData
+			e.code = wsCloseUnsupportedData
 			return e
 		}
 		in = in[hlen:]
@@ -122,7 +122,7 @@ func refDecode(in []byte, client bool) wsExpect {
 		case 0, 2:
 			e.data = append(e.data, payload...)
 			if n < length {
-				e.code = WebSocketCloseAbnormal
+				e.code = wsCloseAbnormal
 				return e
 			}
 			inMsg = !fin
@@ -131,16 +131,16 @@ func refDecode(in []byte, client bool) wsExpect {
 		case 8:
 			switch {
 			case len(payload) == 0:
-				e.code, e.remote = WebSocketCloseNoStatus, true
+				e.code, e.remote = wsCloseNoStatus, true
 			case len(payload) == 1:
-				e.code = WebSocketCloseProtocolError
+				e.code = wsCloseProtocolError
 			default:
 				code := int(binary.BigEndian.Uint16(payload))
 				switch {
 				case !(code >= 1000 && code <= 1003 || code >= 1007 && code <= 1014 || code >= 3000 && code <= 4999):
-					e.code = WebSocketCloseProtocolError
+					e.code = wsCloseProtocolError
 				case !utf8.Valid(payload[2:]):
-					e.code = WebSocketCloseInvalidData
+					e.code = wsCloseInvalidData
 				default:
 					e.code, e.remote = code, true
 				}
@@ -289,10 +289,10 @@ func FuzzWebSocketRead(f *testing.F) {
 		}
 		wantClose := binary.BigEndian.AppendUint16(nil, uint16(want.code))
 		switch want.code {
-		case WebSocketCloseNoStatus:
+		case wsCloseNoStatus:
 			wantClose = []byte{}
-		case WebSocketCloseAbnormal:
-			wantClose = binary.BigEndian.AppendUint16(nil, WebSocketCloseNormal) // sent by Close
+		case wsCloseAbnormal:
+			wantClose = binary.BigEndian.AppendUint16(nil, wsCloseNormal) // sent by Close
 		}
 		if !bytes.Equal(closing, wantClose) {
 			t.Fatalf("close frame %x, want %x", closing, wantClose)

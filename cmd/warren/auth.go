@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
@@ -45,11 +47,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // clientOptions adds the token, if any, to a client's options.
 func clientOptions(o *rpc.ClientOptions) *rpc.ClientOptions {
-	if t := token(); t != "" {
-		u, s := rpc.TokenInterceptors(t)
-		o.Interceptors = append(o.Interceptors, u)
-		o.StreamInterceptors = append(o.StreamInterceptors, s)
-	}
+	o.Token = token()
 	return o
 }
 
@@ -80,7 +78,7 @@ func serveAuth(w io.Writer, a transport.Addr, token string, noAuth bool) (*rpc.T
 		return nil, nil
 	}
 	if token == "" {
-		token = rpc.NewToken()
+		token = newToken()
 	}
 	return &rpc.TokenAuth{Token: token}, nil
 }
@@ -105,4 +103,11 @@ func pageURL(a transport.Addr, l net.Addr, auth *rpc.TokenAuth) string {
 		u += "?token=" + auth.Token
 	}
 	return u
+}
+
+// newToken returns a random token of 256 bits, base64url-encoded.
+func newToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

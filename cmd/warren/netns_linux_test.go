@@ -231,16 +231,16 @@ func TestNetnsTLS(t *testing.T) {
 	}
 
 	t.Run("calls and streams", func(t *testing.T) {
-		if r := callIn(t, cli, "Counter.Set", `{"name":"a","value":1}`); r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":1}` {
+		if r := callIn(t, cli, "Counter.Set", `{"name":"a","value":1}`); r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":"1"}` {
 			t.Fatalf("call across the veth: %s", r)
 		}
 		w := l.start(t, l.cli, nil, append(append([]string{warrenBin, "call"}, cli...), s.addr, "Counter.Watch", `{"name":"a"}`)...)
-		wantOut(t, "watched", w.line(), `{"name":"a","value":1}`)
+		wantOut(t, "watched", w.line(), `{"name":"a","value":"1"}`)
 		for i := 2; i <= 4; i++ {
 			if r := callIn(t, cli, "Counter.Inc", `{"name":"a"}`); r.code != 0 {
 				t.Fatalf("Inc: %s", r)
 			}
-			wantOut(t, "watched", w.line(), fmt.Sprintf(`{"name":"a","value":%d}`, i))
+			wantOut(t, "watched", w.line(), fmt.Sprintf(`{"name":"a","value":"%d"}`, i))
 		}
 		w.signal(os.Interrupt)
 		if code := w.wait(); code != 0 {
@@ -390,7 +390,7 @@ func TestNetnsTLS(t *testing.T) {
 		}
 		wg.Wait()
 		got := callIn(t, cli, "Counter.Get", `{"name":"lat"}`)
-		if bad.Load() != 0 || strings.TrimSpace(got.stdout) != `{"name":"lat","value":50}` {
+		if bad.Load() != 0 || strings.TrimSpace(got.stdout) != `{"name":"lat","value":"50"}` {
 			t.Fatalf("with latency: %d calls failed; counter %s", bad.Load(), got)
 		}
 		t.Logf("with %v of netem delay: %s", delay, strings.TrimSpace(r.stdout))

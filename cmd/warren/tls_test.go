@@ -118,7 +118,7 @@ func TestServeTLS(t *testing.T) {
 		return run(append(append([]string{"call"}, flags...), s.addr, method, req)...)
 	}
 
-	if r := callTLS(cli, "Counter.Set", `{"name":"a","value":1}`); r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":1}` {
+	if r := callTLS(cli, "Counter.Set", `{"name":"a","value":1}`); r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":"1"}` {
 		t.Fatalf("call with a client certificate: %s", r)
 	}
 	if r := run(append(append([]string{"list"}, cli...), s.addr)...); r.code != 0 || !strings.Contains(r.stdout, "Counter.Watch") {
@@ -128,9 +128,9 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("ping: %s", r)
 	}
 	w := startCmd(t, nil, nil, append(append([]string{"call"}, cli...), s.addr, "Counter.Watch", `{"name":"a"}`)...)
-	wantOut(t, "watched", w.line(), `{"name":"a","value":1}`)
+	wantOut(t, "watched", w.line(), `{"name":"a","value":"1"}`)
 	callTLS(cli, "Counter.Inc", `{"name":"a"}`)
-	wantOut(t, "watched", w.line(), `{"name":"a","value":2}`)
+	wantOut(t, "watched", w.line(), `{"name":"a","value":"2"}`)
 	w.signal(os.Interrupt)
 	w.wait()
 
@@ -192,7 +192,7 @@ func TestServeWS(t *testing.T) {
 	s := startServe(t, nil, "--addr", "ws://127.0.0.1:0/warren", "--token", "ws-token")
 	s.waitStderr("callers must send the token")
 	r := runCmd(t, nil, "", "call", "--token", "ws-token", s.addr, "Counter.Set", `{"name":"a","value":3}`)
-	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":3}` {
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":"3"}` {
 		t.Fatalf("call over ws: %s", r)
 	}
 	r = runCmd(t, nil, "", "call", s.addr, "Counter.Get", `{"name":"a"}`)
@@ -201,7 +201,7 @@ func TestServeWS(t *testing.T) {
 	dir := certsIn(t)
 	s2 := startServe(t, nil, append([]string{"--addr", "wss://127.0.0.1:0/warren"}, tlsServer(dir)...)...)
 	r = runCmd(t, nil, "", append(append([]string{"call"}, tlsClient(dir)...), s2.addr, "Counter.Set", `{"name":"a","value":4}`)...)
-	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":4}` {
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"name":"a","value":"4"}` {
 		t.Fatalf("call over wss: %s", r)
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(s2.addr, "wss://"), "/warren"))

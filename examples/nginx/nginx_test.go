@@ -321,7 +321,7 @@ http {
 			}
 			return strings.TrimSpace(string(out))
 		}
-		if got := post("Counter.Inc", `{"name":"a"}`); got != `{"name":"a","value":4}` {
+		if got := post("Counter.Inc", `{"name":"a"}`); got != `{"name":"a","value":"4"}` {
 			t.Fatalf("Counter.Inc through nginx: %s", got)
 		}
 		if got := post("Counter.Get", `{"name":"nope"}`); !strings.Contains(got, `"code":"not_found"`) {
