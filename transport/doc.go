@@ -24,6 +24,17 @@
 // died during Listen (named .warren-*) holds nothing of value and may be
 // deleted.
 //
+// Every step works relative to directory handles opened without following
+// symbolic links (the parent, then the private directory): the bind goes
+// through /proc/self/fd on Linux, the chown and chmod act on an O_PATH
+// handle of the inode that was bound (fchownat and fchmodat with
+// AT_SYMLINK_NOFOLLOW elsewhere), its device and inode are checked before
+// and after, and the link is made with linkat between the two handles. A
+// user who can rename entries in the parent directory cannot redirect any
+// of them to a file of their choice. Listen refuses, with [ErrUnsafeDir], a
+// parent directory that others may write to without the sticky bit: anyone
+// could rename the socket away and put their own in its place.
+//
 // When the private path would not fit in sun_path, or the file system cannot
 // link a socket, Listen binds at the target path under a umask that lets
 // only the owner bits of the mode through, so that no one but the creating
