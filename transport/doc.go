@@ -60,8 +60,9 @@
 // For Unix sockets, the Listener reads the peer's uid, gid and pid from the
 // kernel ([peer.ReadCred]) as it accepts the connection and applies the
 // policy before any byte is read. A refused peer is closed, logged (one
-// line, with its uid, gid and pid), counted in [Listener.Stats], and Accept
-// goes on to the next connection. The default policy is [peer.SameUser] for
+// line, with its uid, gid and pid, for the first refusal of its uid in 10
+// seconds, and then one summary line with the count), counted in
+// [Listener.Stats], and Accept goes on to the next connection. The default policy is [peer.SameUser] for
 // Unix sockets and [peer.AllowAll] for TCP and TLS. TLS connections are
 // returned by Accept before their handshake, so that a slow client cannot
 // stall the accept loop; [Conn.Handshake], called by the first Read or
