@@ -261,7 +261,15 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.Ping(ctx)
+	d, err := s.Ping(ctx)
+	if err != nil {
+		// A server that refused the connection said why in a GOAWAY
+		// before closing it.
+		if code, msg, away := s.GoAwayReason(); away && code != status.OK && code != status.Unavailable {
+			return 0, callError(&mux.GoAwayError{Code: code, Message: msg})
+		}
+	}
+	return d, err
 }
 
 // CallOption configures one call.

@@ -139,9 +139,10 @@ func cmdServe(e *env, args []string) error {
 		return &usageError{cmd: "serve", msg: fmt.Sprintf("serve has no TLS certificate flags: use a unix:// or tcp:// address, not %s", addr)}
 	}
 
-	// The server's rpc policy, not the listener's, decides who may call:
-	// a listener refuses a peer by closing the connection without a word,
-	// while the rpc server tells it why (PermissionDenied).
+	// The server's rpc policy, not the listener's, decides who may call.
+	// Both apply it at accept, before reading a byte; a listener closes a
+	// refused peer without a word, while the rpc server first writes it
+	// the reason (a GOAWAY with PermissionDenied) and closes it at once.
 	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll()})
 	if err != nil {
 		return listenError(a, err)
