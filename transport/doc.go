@@ -53,7 +53,15 @@
 //
 // [Listener.Close] removes the socket file, and only the one Listen created:
 // it compares the device and inode recorded at Listen, so the socket of a
-// newer server at the same path survives. Abstract sockets have no file.
+// newer server at the same path survives.
+//
+// Abstract sockets (unix:@name, Linux) have no file and so no permissions:
+// any local user (in the same network namespace) can connect to one, and
+// any user can bind a free name first and receive the calls of clients
+// that expect another server. ListenConfig.Mode and Owner do not apply to
+// them; the policy still decides who may call. A client should check the
+// server with DialConfig.ServerPolicy (for example peer.AllowUIDs), which
+// sees the kernel credentials of the process that bound the name.
 //
 // # Identity and authorization
 //

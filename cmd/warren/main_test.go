@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -1069,5 +1070,30 @@ func TestCallStreamsInProcess(t *testing.T) {
 	if code := run([]string{"list", addr}, strings.NewReader(""), &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "T.Double") || !strings.Contains(out.String(), "stream {n: integer}  stream {n: integer}") {
 		t.Fatalf("list: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestAbstractAddress: --mode is refused with an abstract address (it has
+// no file permissions), and --server-uid lets a client require the
+// server's uid on any address.
+func TestAbstractAddress(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("abstract sockets are Linux only")
+	}
+	name := fmt.Sprintf("unix:@warren-test-%d", os.Getpid())
+	r := runCmd(t, nil, "", "serve", "--addr", name, "--mode", "0666")
+	wantFail(t, "serve --mode with an abstract address", r, 2, "--mode cannot apply to an abstract address", "--server-uid")
+	s := startServe(t, nil, "--addr", name)
+	me := strconv.Itoa(os.Geteuid())
+	if out := runCmd(t, nil, "", "call", "--server-uid", me, s.addr, "Counter.Set", `{"name":"a","value":3}`); out.code != 0 {
+		t.Fatalf("call --server-uid %s: %s", me, out)
+	}
+	for _, cmd := range [][]string{
+		{"call", "--server-uid", "4242", s.addr, "Counter.Get", `{"name":"a"}`},
+		{"list", "--server-uid", "4242", s.addr},
+		{"ping", "--server-uid", "4242", s.addr},
+	} {
+		r := runCmd(t, nil, "", cmd...)
+		wantFail(t, cmd[0]+" --server-uid 4242", r, 1, "error: permission_denied: refusing the server", "runs as uid "+me+", not as uid 4242")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -113,6 +114,11 @@ func cmdServe(e *env, args []string) error {
 	a, err := transport.ParseAddr(addr)
 	if err != nil {
 		return &usageError{cmd: "serve", msg: trimWarren(err.Error())}
+	}
+	modeSet := false
+	fset.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
+	if modeSet && a.Scheme == transport.SchemeUnix && strings.HasPrefix(a.Address, "@") {
+		return &usageError{cmd: "serve", msg: "--mode cannot apply to an abstract address (" + addr + "): it has no file, so any local user can connect (the policy still decides who may call) or bind the name first; use a socket file (unix:///path) to restrict who can connect, and have clients check the server with --server-uid"}
 	}
 	var policy peer.Policy
 	var policyText string
