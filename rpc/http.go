@@ -186,6 +186,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeUnaryError(w, 0, status.New(h.refuseCode, h.refuseMsg), nil, nil)
 		return
 	}
+	if se := h.srv.checkHost(h.sc, r); se != nil {
+		writeUnaryError(w, 0, se, nil, nil)
+		return
+	}
 	if err := crossOrigin.Check(r); err != nil {
 		writeUnaryError(w, 0, status.Errorf(status.PermissionDenied, "%v", err), nil, nil)
 		return

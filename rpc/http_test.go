@@ -998,7 +998,7 @@ func TestHTTPClientTCP(t *testing.T) {
 	defer func() { srv.Close(); <-done }()
 	hc := rpc.HTTPClient(addr, nil)
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Post("http://anything/Counter.Set", "application/json", strings.NewReader(`{"name":"t","value":7}`))
+	resp, err := hc.Post("http://localhost/Counter.Set", "application/json", strings.NewReader(`{"name":"t","value":7}`))
 	if err != nil {
 		t.Fatal(err)
 	}

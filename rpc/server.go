@@ -107,6 +107,13 @@ type ServerOptions struct {
 	// and interceptors as warren calls. With NoHTTP it is answered with
 	// HTTP 400 and closed.
 	NoHTTP bool
+	// AllowedHosts are the names the HTTP bridge accepts in the Host header
+	// of requests (and WebSocket upgrades) on TCP connections, besides IP
+	// literals, and besides "localhost", names under ".localhost" and
+	// "warren" (the name HTTPClient uses) on a loopback address. Others are refused with 403, so that a page whose
+	// name an attacker points at 127.0.0.1 (DNS rebinding) cannot call. On
+	// a non-loopback address, an empty list does not check the Host.
+	AllowedHosts []string
 }
 
 func limit(v, def int) int {
