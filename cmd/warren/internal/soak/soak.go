@@ -114,6 +114,9 @@ func (e *extremes) see(s ServerStats) {
 }
 
 func run(exe string, duration time.Duration, clients, workers int, chaos time.Duration, stdout, stderr io.Writer) error {
+	if _, ok := stderr.(*os.File); !ok {
+		stderr = &lockedWriter{w: stderr} // the children's output is copied in from several goroutines
+	}
 	dir, err := os.MkdirTemp("", "soak")
 	if err != nil {
 		return err
@@ -323,3 +326,15 @@ const (
 )
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
