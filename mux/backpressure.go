@@ -2,6 +2,7 @@ package mux
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/wire"
@@ -23,8 +24,18 @@ const (
 )
 
 // stuckTimeout is how long a session waits for a peer that does not read
-// its output before closing it; a variable for tests.
-var stuckTimeout = 10 * time.Second
+// its output before closing it.
+const stuckTimeout = 10 * time.Second
+
+// stuckTimeoutNS, if set, replaces stuckTimeout (tests).
+var stuckTimeoutNS atomic.Int64
+
+func stuckAfter() time.Duration {
+	if v := stuckTimeoutNS.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return stuckTimeout
+}
 
 // overLocked reports whether the unwritten output is over the bounds. w.mu
 // is held.
@@ -53,7 +64,7 @@ func (w *writer) waitWritten() bool {
 		go w.asyncFn()
 	}
 	expired := false
-	t := time.AfterFunc(stuckTimeout, func() {
+	t := time.AfterFunc(stuckAfter(), func() {
 		w.mu.Lock()
 		expired = true
 		w.cond.Broadcast()
@@ -87,6 +98,6 @@ func (s *Session) throttle() bool {
 	if s.w.waitWritten() {
 		return true
 	}
-	s.closeWith(&ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", stuckTimeout)})
+	s.closeWith(&ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", stuckAfter())})
 	return false
 }

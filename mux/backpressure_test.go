@@ -18,9 +18,9 @@ import (
 // bounds, the replies were queued without limit: the server's heap grew by
 // the full 72 MiB and more.
 func TestPeerNotReadingBounded(t *testing.T) {
-	old := stuckTimeout
-	stuckTimeout = 500 * time.Millisecond
-	defer func() { stuckTimeout = old }()
+	const stuck = 500 * time.Millisecond
+	stuckTimeoutNS.Store(int64(stuck))
+	defer stuckTimeoutNS.Store(0)
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestPeerNotReadingBounded(t *testing.T) {
 	}
 	select {
 	case <-sess.Done():
-	case <-time.After(stuckTimeout + 5*time.Second):
-		t.Fatalf("session still open %v after the peer stopped reading", stuckTimeout+5*time.Second)
+	case <-time.After(stuck + 5*time.Second):
+		t.Fatalf("session still open %v after the peer stopped reading", stuck+5*time.Second)
 	}
 }

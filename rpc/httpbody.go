@@ -23,7 +23,17 @@ const httpBodyBudget = 64 << 20
 
 // bodyReadTimeout bounds the time to read a request body once its headers
 // are in: a client sending a byte a second is cut off.
-var bodyReadTimeout = 10 * time.Second
+const bodyReadTimeout = 10 * time.Second
+
+// bodyReadTimeoutNS, if set, replaces bodyReadTimeout (tests).
+var bodyReadTimeoutNS atomic.Int64
+
+func bodyDeadline() time.Duration {
+	if v := bodyReadTimeoutNS.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return bodyReadTimeout
+}
 
 // bodyBytes counts the body bytes held by the readers of all servers.
 var bodyBytes atomic.Int64
@@ -37,7 +47,7 @@ func readBodyBudgeted(w http.ResponseWriter, r *http.Request, limit uint32) (buf
 		return nil, nil, status.Errorf(status.ResourceExhausted, "request body of %d bytes is over the limit of %d", r.ContentLength, limit)
 	}
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	rc.SetReadDeadline(time.Now().Add(bodyDeadline()))
 	defer func() {
 		if se == nil {
 			rc.SetReadDeadline(time.Time{})
@@ -117,7 +127,7 @@ func bodyReadError(r *http.Request, err error) *status.Error {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
-		return &status.Error{Code: status.DeadlineExceeded, Message: "the request body did not arrive within " + bodyReadTimeout.String(), Cause: err}
+		return &status.Error{Code: status.DeadlineExceeded, Message: "the request body did not arrive within " + bodyDeadline().String(), Cause: err}
 	case strings.Contains(err.Error(), "chunk"):
 		return &status.Error{Code: status.InvalidArgument, Message: "malformed chunked request body: " + err.Error(), Cause: err}
 	}

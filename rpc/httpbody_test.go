@@ -87,9 +87,8 @@ func TestHTTPBodyBounds(t *testing.T) {
 	})
 
 	t.Run("slow body", func(t *testing.T) {
-		old := bodyReadTimeout
-		bodyReadTimeout = 300 * time.Millisecond
-		defer func() { bodyReadTimeout = old }()
+		bodyReadTimeoutNS.Store(int64(300 * time.Millisecond))
+		defer bodyReadTimeoutNS.Store(0)
 		start := time.Now()
 		got := exchange(t, path, "POST /T.Echo HTTP/1.1\r\nHost: warren\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 		if took := time.Since(start); took > 3*time.Second || !strings.Contains(got, "deadline_exceeded") {
