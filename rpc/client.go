@@ -250,7 +250,18 @@ func (c *Client) connect(ctx context.Context) (*mux.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout})
+	// The handshake honours ctx too: a server that accepts and never
+	// answers must not hold a call past its deadline. Closing the
+	// connection ends the preface exchange whatever deadline mux set.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	s, err := mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout})
+	if !stop() {
+		if s != nil {
+			s.Close()
+		}
+		return nil, ctx.Err()
+	}
+	return s, err
 }
 
 // Ping measures the round trip to the server.
@@ -259,7 +270,15 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.Ping(ctx)
+	d, err := s.Ping(ctx)
+	if err != nil {
+		// A server that refused the connection said why in a GOAWAY
+		// before closing it.
+		if code, msg, away := s.GoAwayReason(); away && code != status.OK && code != status.Unavailable {
+			return 0, callError(&mux.GoAwayError{Code: code, Message: msg})
+		}
+	}
+	return d, err
 }
 
 // CallOption configures one call.

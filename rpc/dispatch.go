@@ -65,6 +65,7 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	s := sc.srv
 	c := st.Owner.(*serverCall)
+	sc.touch()
 	hd := (*s.handlers.Load())[string(h.Method)]
 	cd, code, msg := sc.admit(hd, h.Codec)
 	if code != status.OK {

@@ -104,13 +104,13 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	}
 	if err := peer.Authorize(s.opts.Policy, p); err != nil {
 		a.refuse, a.code = err.Error(), status.PermissionDenied
-		s.logger.Warn("warren: connection refused", "peer", p.String(), "err", err)
+		s.logRefusal(p, peerKey(p), a.refuse)
 	} else if a.refuse = l.admitConn(rec, p); a.refuse != "" {
 		a.code = status.ResourceExhausted
 		if a.refuse == shuttingDown {
 			a.code = status.Unavailable
 		}
-		s.logger.Warn("warren: connection refused", "peer", p.String(), "reason", a.refuse)
+		s.logRefusal(p, peerKey(p), a.refuse)
 	}
 	if a.refuse != "" {
 		s.rejected.Add(1)

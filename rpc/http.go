@@ -121,7 +121,7 @@ func (l *connListener) end()           { l.once.Do(func() { close(l.done) }) }
 // was refused: each request is then answered with that error and the
 // connection closed.
 func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
-	l := &connListener{conn: conn, addr: conn.LocalAddr(), done: make(chan struct{})}
+	l := &connListener{conn: &smuggleGuard{Conn: conn}, addr: conn.LocalAddr(), done: make(chan struct{})}
 	h := &httpConn{srv: s, sc: sc}
 	readHeader := s.handshakeTimeout()
 	if refuse != "" {
@@ -181,6 +181,14 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.refuseCode != status.OK {
 		w.Header()["Connection"] = hdrClose
 		writeUnaryError(w, 0, status.New(h.refuseCode, h.refuseMsg), nil, nil)
+		return
+	}
+	if len(r.TransferEncoding) > 0 {
+		// No request after a chunked one: see smuggleGuard.
+		w.Header()["Connection"] = hdrClose
+	}
+	if se := h.srv.checkHost(h.sc, r); se != nil {
+		writeUnaryError(w, 0, se, nil, nil)
 		return
 	}
 	if h.srv.opts.CORS != nil && h.srv.serveCORS(w, r) {
@@ -340,7 +348,11 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	var se *status.Error
 	unread := false // the body was not read whole
 	if req == nil {
-		in, se = readBody(r, s.maxMessage())
+		var release func()
+		in, release, se = readBodyBudgeted(w, r, s.maxMessage())
+		if release != nil {
+			defer release() // after pool.Put(in) below
+		}
 		unread = se != nil
 		if in != nil {
 			req = in.B
@@ -386,57 +398,6 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	c.cancel(context.Canceled)
 	pool.Put(in) // after the reply: a raw reply may alias the request
 	pool.Put(scratch)
-}
-
-// readBody reads a request body of at most limit bytes into a pooled
-// buffer. A larger Content-Length is refused before anything is read; a
-// body of unknown length (chunked) is cut off at the limit.
-func readBody(r *http.Request, limit uint32) (*pool.Buf, *status.Error) {
-	tooLarge := func(n string) *status.Error {
-		return status.Errorf(status.ResourceExhausted, "request body of %s bytes is over the limit of %d", n, limit)
-	}
-	if r.ContentLength > int64(limit) {
-		return nil, tooLarge(strconv.FormatInt(r.ContentLength, 10))
-	}
-	if r.ContentLength >= 0 {
-		buf := pool.Get(int(r.ContentLength))
-		if _, err := io.ReadFull(r.Body, buf.B); err != nil {
-			pool.Put(buf)
-			return nil, bodyError(r, err)
-		}
-		r.Body.Close() // read whole: net/http need not look for more
-		return buf, nil
-	}
-	buf := pool.Get(512)
-	n := 0
-	for {
-		if n == len(buf.B) {
-			if n > int(limit) {
-				pool.Put(buf)
-				return nil, tooLarge("more than " + strconv.Itoa(int(limit)))
-			}
-			bigger := pool.Get(min(2*n, int(limit)+1))
-			copy(bigger.B, buf.B[:n])
-			pool.Put(buf)
-			buf = bigger
-		}
-		k, err := r.Body.Read(buf.B[n:])
-		n += k
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			pool.Put(buf)
-			return nil, bodyError(r, err)
-		}
-	}
-	if n > int(limit) {
-		pool.Put(buf)
-		return nil, tooLarge("more than " + strconv.Itoa(int(limit)))
-	}
-	buf.B = buf.B[:n]
-	r.Body.Close()
-	return buf, nil
 }
 
 // bodyError turns an error reading the request into a status.

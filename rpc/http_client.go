@@ -13,7 +13,9 @@ import (
 // warren address (unix:///run/app.sock, unix:@name, tcp://host:port,
 // tls://host:port), whatever the host in the request's URL: the pattern of
 // local APIs such as Docker's, where http://localhost/... names a path on
-// the socket. Connections are made with transport.Dial and cfg, so its
+// the socket (over tcp to a loopback warren server, use http://warren/ or
+// http://localhost/: it checks the Host, see ServerOptions.AllowedHosts).
+// Connections are made with transport.Dial and cfg, so its
 // checks of the server (socket owner and mode, ServerPolicy) run on every
 // connection, and tls:// addresses speak TLS under plain http:// URLs.
 //

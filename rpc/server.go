@@ -41,6 +41,14 @@ type ServerOptions struct {
 	// MaxConnsPerUID bounds open connections per peer uid (unix sockets);
 	// 0 means 1024, negative unlimited.
 	MaxConnsPerUID int
+	// MaxConnsPerPID bounds open connections per peer process (unix
+	// sockets, by the pid the kernel reports), so that one leaking process
+	// cannot take its user's whole MaxConnsPerUID; 0 means a quarter of
+	// MaxConnsPerUID but at least 16 (256 by default), negative unlimited.
+	// When either limit is reached, a connection of that user (or process)
+	// without calls for a second is shed, with a GOAWAY, before a new one
+	// is refused.
+	MaxConnsPerPID int
 	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
 	// 1024, negative unlimited. A call counts from its arrival until the
 	// end of its reply is queued for writing, so a client that never has
@@ -101,6 +109,14 @@ type ServerOptions struct {
 	// and interceptors as warren calls. With NoHTTP it is answered with
 	// HTTP 400 and closed.
 	NoHTTP bool
+	// AllowedHosts are the names the HTTP bridge accepts in the Host header
+	// of requests (and WebSocket upgrades) on TCP connections, besides IP
+	// literals, and besides "localhost", names under ".localhost" and
+	// "warren" (the name HTTPClient uses) on a loopback address. Others are
+	// refused with 403, so that a page whose name an attacker points at
+	// 127.0.0.1 (DNS rebinding) cannot call. On a non-loopback address, an
+	// empty list does not check the Host.
+	AllowedHosts []string
 	// Auth, if set, requires a token from every peer without kernel
 	// credentials (tcp, tls, ws): on each call, HTTP request and WebSocket
 	// upgrade. See TokenAuth.
@@ -133,6 +149,7 @@ type ServerStats struct {
 	CallsTotal    uint64 // calls accepted
 	Refused       uint64 // calls refused by a limit or policy
 	ConnsRejected uint64 // connections rejected by a limit or policy
+	ConnsShed     uint64 // idle connections closed to make room for new ones
 	Panics        uint64 // handler panics
 }
 
@@ -150,6 +167,7 @@ type Server struct {
 	listeners map[*net.Listener]struct{} // by pointer: a listener value need not be hashable
 	conns     map[*serverConn]struct{}
 	perUID    map[int]int
+	perPID    map[int]int
 	limiters  map[string]*peerLimiter
 	closing   bool
 	closed    chan struct{} // closed by Shutdown/Close
@@ -160,6 +178,8 @@ type Server struct {
 	refused    atomic.Uint64
 	rejected   atomic.Uint64
 	panics     atomic.Uint64
+	shed       atomic.Uint64
+	guard      guard          // connections not (yet) served (guard.go)
 	wg         sync.WaitGroup // every goroutine the server started
 	ev         evServer       // event-loop mode (eventloop.go)
 
@@ -184,6 +204,7 @@ func NewServer(opts *ServerOptions) *Server {
 	}
 	s.opts.MaxConns = limit(s.opts.MaxConns, 4096)
 	s.opts.MaxConnsPerUID = limit(s.opts.MaxConnsPerUID, 1024)
+	s.opts.MaxConnsPerPID = limit(s.opts.MaxConnsPerPID, max(min(16, s.opts.MaxConnsPerUID), s.opts.MaxConnsPerUID/4))
 	s.opts.MaxCallsPerConn = limit(s.opts.MaxCallsPerConn, 1024)
 	s.opts.MaxCalls = limit(s.opts.MaxCalls, 16384)
 	switch {
@@ -201,6 +222,7 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.initGuard()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
 	s.register(introspectionHandler(s))
@@ -241,6 +263,7 @@ func (s *Server) Stats() ServerStats {
 	return ServerStats{
 		Conns: n, Calls: int(s.calls.Load()), CallsTotal: s.callsTotal.Load(),
 		Refused: s.refused.Load(), ConnsRejected: s.rejected.Load(), Panics: s.panics.Load(),
+		ConnsShed: s.shed.Load(),
 	}
 }
 
@@ -321,6 +344,13 @@ type serverConn struct {
 	lim   *peerLimiter
 	key   string
 	calls atomic.Int64 // calls counted under the limits
+	// active is when the connection last started a call (unix ns), for
+	// shedding idle connections.
+	active atomic.Int64
+	// handshake, until the warren handshake is done or the connection
+	// has turned to HTTP, ends the count of its peer's connections in
+	// their handshake; nil once called.
+	handshake func()
 	// running counts the calls whose handler goroutine has not returned:
 	// a call stops counting in calls when its reply's end is queued, but
 	// its stream is dropped, and the credit of messages it left unread
@@ -346,8 +376,24 @@ func peerOf(conn net.Conn) *peer.Peer {
 // ServeConn serves one connection and returns when it ends. A
 // *net.UnixConn or *net.TCPConn reads and writes with raw system calls, as
 // the connections of transport.Listen do.
+//
+// The server's policy and connection limits are applied before any byte is
+// read; a refused peer gets the reason (see refuseConn) and its connection
+// is closed at once. A peer may hold at most maxHandshakesPerPeer
+// connections that have not completed their handshake.
 func (s *Server) ServeConn(conn net.Conn) {
 	conn = rawio.Wrap(conn)
+	p := peerOf(conn)
+	key := peerKey(p)
+	if !s.guard.startHandshake(key) {
+		s.rejected.Add(1)
+		s.logRefusal(p, key, "too many connections in their handshake")
+		conn.Close()
+		return
+	}
+	var once sync.Once
+	endHandshake := func() { once.Do(func() { s.guard.endHandshake(key) }) }
+	defer endHandshake()
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
 		err := hs.Handshake(ctx)
@@ -357,24 +403,28 @@ func (s *Server) ServeConn(conn net.Conn) {
 			conn.Close()
 			return
 		}
+		p = peerOf(conn) // with what the handshake learned
 	}
-	p := peerOf(conn)
-	sc := &serverConn{srv: s, conn: conn, peer: p, uid: -1}
+	sc := &serverConn{srv: s, conn: conn, peer: p, uid: -1, handshake: endHandshake}
 	if p.HasCred {
 		sc.uid = p.UID
 	}
+	sc.touch()
 	sc.ctx = peer.NewContext(s.ctx, p)
-	refuse := ""
+	var refuse string
 	if err := peer.Authorize(s.opts.Policy, p); err != nil {
 		refuse = err.Error()
-		s.logger.Warn("warren: connection refused", "peer", p.String(), "err", err)
-	} else if refuse = s.addConn(sc); refuse != "" {
-		s.logger.Warn("warren: connection refused", "peer", p.String(), "reason", refuse)
+	} else {
+		refuse = s.addConn(sc)
 	}
 	if refuse != "" {
 		s.rejected.Add(1)
+		s.logRefusal(p, key, refuse)
+		endHandshake()
+		s.refuseConn(sc, conn, key, refuse)
+		return
 	}
-	if s.serveSession(sc, conn, refuse, !s.opts.NoHTTP) && refuse == "" {
+	if s.serveSession(sc, conn, "", !s.opts.NoHTTP) {
 		s.removeConn(sc)
 	}
 }
@@ -413,6 +463,7 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	}
 	cfg.KeepHTTP = serveHTTP
 	sess, err := mux.Server(conn, cfg)
+	sc.handshakeDone()
 	if err != nil {
 		var nw *wire.NotWarrenError
 		if serveHTTP && errors.As(err, &nw) && nw.HTTP {
@@ -461,17 +512,24 @@ func (s *Server) addConn(sc *serverConn) string {
 		return shuttingDown
 	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
 		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
-	case sc.uid >= 0 && s.perUID[sc.uid] >= s.opts.MaxConnsPerUID:
-		return fmt.Sprintf("too many connections from uid %d (limit %d)", sc.uid, s.opts.MaxConnsPerUID)
+	}
+	if why := s.connsOverLimit(sc); why != "" {
+		return why
 	}
 	if s.conns == nil {
 		s.conns = map[*serverConn]struct{}{}
 		s.perUID = map[int]int{}
 		s.limiters = map[string]*peerLimiter{}
 	}
+	if s.perPID == nil {
+		s.perPID = map[int]int{}
+	}
 	s.conns[sc] = struct{}{}
 	if sc.uid >= 0 {
 		s.perUID[sc.uid]++
+		if sc.peer.PID > 0 {
+			s.perPID[sc.peer.PID]++
+		}
 		sc.key = "uid:" + strconv.Itoa(sc.uid)
 	} else if ta, ok := sc.peer.RemoteAddr.(*net.TCPAddr); ok {
 		sc.key = "ip:" + ta.IP.String()
@@ -491,6 +549,10 @@ func (s *Server) addConn(sc *serverConn) string {
 func (s *Server) removeConn(sc *serverConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.removeConnLocked(sc)
+}
+
+func (s *Server) removeConnLocked(sc *serverConn) {
 	if _, ok := s.conns[sc]; !ok {
 		return
 	}
@@ -498,6 +560,12 @@ func (s *Server) removeConn(sc *serverConn) {
 	if sc.uid >= 0 {
 		if s.perUID[sc.uid]--; s.perUID[sc.uid] <= 0 {
 			delete(s.perUID, sc.uid)
+		}
+		// Event-loop connections (admitConn) are not counted per pid.
+		if n := s.perPID[sc.peer.PID]; n > 1 {
+			s.perPID[sc.peer.PID] = n - 1
+		} else if n == 1 {
+			delete(s.perPID, sc.peer.PID)
 		}
 	}
 	if sc.lim.refs--; sc.lim.refs == 0 {

@@ -85,6 +85,7 @@ func (s *Server) beginClose() []*mux.Session {
 
 func (s *Server) closeAll() {
 	s.cancel()
+	s.closeGuard()
 	for {
 		s.mu.Lock()
 		var sessions []*mux.Session

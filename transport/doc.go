@@ -24,6 +24,17 @@
 // died during Listen (named .warren-*) holds nothing of value and may be
 // deleted.
 //
+// Every step works relative to directory handles opened without following
+// symbolic links (the parent, then the private directory): the bind goes
+// through /proc/self/fd on Linux, the chown and chmod act on an O_PATH
+// handle of the inode that was bound (fchownat and fchmodat with
+// AT_SYMLINK_NOFOLLOW elsewhere), its device and inode are checked before
+// and after, and the link is made with linkat between the two handles. A
+// user who can rename entries in the parent directory cannot redirect any
+// of them to a file of their choice. Listen refuses, with [ErrUnsafeDir], a
+// parent directory that others may write to without the sticky bit: anyone
+// could rename the socket away and put their own in its place.
+//
 // When the private path would not fit in sun_path, or the file system cannot
 // link a socket, Listen binds at the target path under a umask that lets
 // only the owner bits of the mode through, so that no one but the creating
@@ -42,15 +53,24 @@
 //
 // [Listener.Close] removes the socket file, and only the one Listen created:
 // it compares the device and inode recorded at Listen, so the socket of a
-// newer server at the same path survives. Abstract sockets have no file.
+// newer server at the same path survives.
+//
+// Abstract sockets (unix:@name, Linux) have no file and so no permissions:
+// any local user (in the same network namespace) can connect to one, and
+// any user can bind a free name first and receive the calls of clients
+// that expect another server. ListenConfig.Mode and Owner do not apply to
+// them; the policy still decides who may call. A client should check the
+// server with DialConfig.ServerPolicy (for example peer.AllowUIDs), which
+// sees the kernel credentials of the process that bound the name.
 //
 // # Identity and authorization
 //
 // For Unix sockets, the Listener reads the peer's uid, gid and pid from the
 // kernel ([peer.ReadCred]) as it accepts the connection and applies the
 // policy before any byte is read. A refused peer is closed, logged (one
-// line, with its uid, gid and pid), counted in [Listener.Stats], and Accept
-// goes on to the next connection. The default policy is [peer.SameUser] for
+// line, with its uid, gid and pid, for the first refusal of its uid in 10
+// seconds, and then one summary line with the count), counted in
+// [Listener.Stats], and Accept goes on to the next connection. The default policy is [peer.SameUser] for
 // Unix sockets and [peer.AllowAll] for TCP and TLS. TLS connections are
 // returned by Accept before their handshake, so that a slow client cannot
 // stall the accept loop; [Conn.Handshake], called by the first Read or

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/rawio"
+	"github.com/warrenipc/warren/internal/refusallog"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -63,8 +64,9 @@ type ListenConfig struct {
 	// their verified certificates.
 	Policy peer.Policy
 
-	// Logger receives one line for each rejected peer. Nil means
-	// slog.Default().
+	// Logger receives a line for the first rejected peer of each uid (or
+	// address) in a 10-second interval, and a summary with the count of the
+	// others at its end. Nil means slog.Default().
 	Logger *slog.Logger
 
 	// HandshakeTimeout bounds each server-side handshake (TLS, then the
@@ -94,6 +96,7 @@ type Listener struct {
 	tlsConfig        *tls.Config
 	ws               *wsAccept    // for ws and wss
 	logger           *slog.Logger // nil means slog.Default()
+	refusals         *refusallog.Log
 	handshakeTimeout time.Duration
 	file             *socketFile // the socket file Listen created; nil if none
 
@@ -144,6 +147,7 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	if l.handshakeTimeout == 0 {
 		l.handshakeTimeout = DefaultHandshakeTimeout
 	}
+	l.refusals = refusallog.New(l.log, "peer rejected", 0)
 	if l.policy == nil {
 		if a.Scheme == SchemeUnix {
 			l.policy = peer.SameUser()
@@ -306,24 +310,36 @@ func (l *Listener) admit(c net.Conn) *Conn {
 }
 
 // reject logs and counts a peer the policy refused. The caller closes its
-// connection.
+// connection. The first refusal of a uid (or address) in an interval is
+// logged in full, the others as one summary line per interval
+// (refusallog), so that a peer refused in a loop cannot flood the log.
 func (l *Listener) reject(p *peer.Peer, err error) {
-	attrs := []any{slog.String("listener", l.addr.String()), slog.String("network", p.Network)}
+	key := "addr " + fmt.Sprint(p.RemoteAddr)
 	if p.HasCred {
-		attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
+		key = "uid " + strconv.Itoa(p.UID)
+	} else if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
+		key = "ip " + ta.IP.String()
 	}
-	if a := p.RemoteAddr; a != nil {
-		if s := a.String(); s != "" && s != "@" {
-			attrs = append(attrs, slog.String("remote", s))
+	l.refusals.Refused(key, func() []any {
+		attrs := []any{slog.String("listener", l.addr.String()), slog.String("network", p.Network)}
+		if p.HasCred {
+			attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
 		}
-	}
-	attrs = append(attrs, slog.Any("err", err))
-	logger := l.logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger.Warn("peer rejected", attrs...)
+		if a := p.RemoteAddr; a != nil {
+			if s := a.String(); s != "" && s != "@" {
+				attrs = append(attrs, slog.String("remote", s))
+			}
+		}
+		return append(attrs, slog.Any("err", err))
+	})
 	l.rejected.Add(1)
+}
+
+func (l *Listener) log() *slog.Logger {
+	if l.logger == nil {
+		return slog.Default()
+	}
+	return l.logger
 }
 
 // Stats returns the Listener's counters.
@@ -353,6 +369,7 @@ func (l *Listener) Close() error {
 			errs = append(errs, l.file.remove())
 		}
 		errs = append(errs, l.ln.Close())
+		l.refusals.Close()
 		if err := errors.Join(errs...); err != nil {
 			l.closeErr = &opError{op: "close", addr: l.addr.String(), err: err}
 		}

@@ -351,7 +351,7 @@ func TestMkdirAll(t *testing.T) {
 	base := t.TempDir()
 	path := filepath.Join(base, "a", "b", "app.sock")
 	_, err := Listen("unix://"+path, nil)
-	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "create private directory") {
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open directory") {
 		t.Fatalf("Listen without MkdirAll: %v, want a missing-directory error", err)
 	}
 	listenT(t, path, techLink, &ListenConfig{MkdirAll: true})

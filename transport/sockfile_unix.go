@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Socket file creation techniques, recorded for tests and debugging.
@@ -72,52 +74,63 @@ func listenFile(path string, perm fs.FileMode, owner *Owner) (*net.UnixListener,
 }
 
 // listenLinked binds the socket inside a fresh private directory next to
-// path, gives it its owner and mode there, and then links it into place. It
-// returns errFallback when the private path would not fit in sun_path or the
-// file system cannot link the socket.
+// path, gives it its owner and mode there, and then links it into place.
+// Every step works relative to directory handles opened without following
+// symbolic links, so that renaming entries of the parent directory during
+// Listen cannot redirect the chmod, the chown or the link. It returns
+// errFallback when the private path would not fit in sun_path or the file
+// system cannot link the socket.
 func listenLinked(path string, perm fs.FileMode, owner *Owner) (_ *net.UnixListener, _ fileID, err error) {
 	if err := clearPath(path); err != nil {
 		return nil, fileID{}, err
 	}
 	dir := filepath.Dir(path)
-	// os.MkdirTemp appends at most 10 digits to the pattern.
+	// The private name adds at most 19 bytes and the socket's 2.
 	if len(filepath.Join(dir, ".warren-0123456789", "s")) >= sunPathLimit {
 		return nil, fileID{}, errFallback
 	}
-	tmp, err := os.MkdirTemp(dir, ".warren-")
+	parent, err := openDir(dir)
 	if err != nil {
-		return nil, fileID{}, fmt.Errorf("create private directory: %w", err)
+		return nil, fileID{}, err
 	}
-	defer os.RemoveAll(tmp) // after linking, this removes only the private name
-	// MkdirTemp asks for 0700; set it again in case the umask took owner bits.
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return nil, fileID{}, fmt.Errorf("set private directory mode: %w", err)
-	}
-	private := filepath.Join(tmp, "s")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: private, Net: "unix"})
+	defer parent.close()
+	tmpName, err := parent.mkdirPrivate()
 	if err != nil {
-		return nil, fileID{}, fmt.Errorf("bind: %w", err)
+		return nil, fileID{}, err
 	}
-	ln.SetUnlinkOnClose(false)
+	tmp, err := parent.openSub(tmpName)
+	if err != nil {
+		unix.Unlinkat(parent.fd, tmpName, unix.AT_REMOVEDIR)
+		return nil, fileID{}, err
+	}
+	defer func() {
+		// After linking, this removes only the private name.
+		unix.Unlinkat(tmp.fd, "s", 0)
+		tmp.close()
+		unix.Unlinkat(parent.fd, tmpName, unix.AT_REMOVEDIR)
+	}()
+	ln, err := tmp.bind("s")
+	if err != nil {
+		return nil, fileID{}, err
+	}
 	defer func() {
 		if err != nil {
 			ln.Close()
 		}
 	}()
-	if err := setOwnerMode(private, perm, owner); err != nil {
-		return nil, fileID{}, err
-	}
-	fi, err := os.Lstat(private)
+	id, err := tmp.setOwnerMode("s", perm, owner)
 	if err != nil {
-		return nil, fileID{}, fmt.Errorf("inspect socket file: %w", err)
+		return nil, fileID{}, err
 	}
 	// link(2), unlike rename(2), never replaces what is at path: a file that
 	// appeared since clearPath looked is found and judged again.
+	base := filepath.Base(path)
 	for attempt := 0; ; attempt++ {
-		err := os.Link(private, path)
+		err := unix.Linkat(tmp.fd, "s", parent.fd, base, 0)
 		if err == nil {
-			return ln, idOf(fi), nil
+			return ln, id, nil
 		}
+		err = os.NewSyscallError("linkat", err)
 		if !errors.Is(err, fs.ErrExist) {
 			if isLinkUnsupported(err) {
 				return nil, fileID{}, errFallback
@@ -139,8 +152,15 @@ func isLinkUnsupported(err error) bool {
 }
 
 // listenUmask binds the socket at path under a umask that lets only the
-// owner bits of perm through, then sets the owner and the final mode.
+// owner bits of perm through, then sets the owner and the final mode, on the
+// inode it bound, through a handle on the parent directory.
 func listenUmask(path string, perm fs.FileMode, owner *Owner) (*net.UnixListener, fileID, error) {
+	parent, err := openDir(filepath.Dir(path))
+	if err != nil {
+		return nil, fileID{}, err
+	}
+	defer parent.close()
+	base := filepath.Base(path)
 	var ln *net.UnixListener
 	for attempt := 0; ; attempt++ {
 		if err := clearPath(path); err != nil {
@@ -149,46 +169,25 @@ func listenUmask(path string, perm fs.FileMode, owner *Owner) (*net.UnixListener
 		var err error
 		umaskMu.Lock()
 		old := syscall.Umask(0o077 | int(0o700&^perm.Perm()))
-		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		ln, err = parent.bind(base)
 		syscall.Umask(old)
 		umaskMu.Unlock()
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 2 {
-			return nil, fileID{}, fmt.Errorf("bind: %w", err)
+			return nil, fileID{}, err
 		}
 	}
-	ln.SetUnlinkOnClose(false)
-	fi, err := os.Lstat(path)
-	if err == nil {
-		err = setOwnerMode(path, perm, owner)
-	} else {
-		err = fmt.Errorf("inspect socket file: %w", err)
-	}
+	id, err := parent.setOwnerMode(base, perm, owner)
 	if err != nil {
 		ln.Close()
-		if fi != nil {
-			(&socketFile{path: path, id: idOf(fi)}).remove()
+		if id != (fileID{}) {
+			(&socketFile{path: path, id: id}).remove()
 		}
 		return nil, fileID{}, err
 	}
-	return ln, idOf(fi), nil
-}
-
-// setOwnerMode gives the socket file at path its owner, then its mode. In
-// this order the file is never more open than requested: before the chown
-// it is more closed than perm, and only its creator could connect.
-func setOwnerMode(path string, perm fs.FileMode, owner *Owner) error {
-	if owner != nil && (owner.UID != -1 || owner.GID != -1) {
-		if err := os.Lchown(path, owner.UID, owner.GID); err != nil {
-			return fmt.Errorf("set owner: %w", err)
-		}
-	}
-	if err := os.Chmod(path, perm.Perm()); err != nil {
-		return fmt.Errorf("set mode: %w", err)
-	}
-	return nil
+	return ln, id, nil
 }
 
 // clearPath makes way for a new socket at path. It returns nil when nothing

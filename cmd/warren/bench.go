@@ -13,10 +13,11 @@ import (
 	"syscall"
 
 	"github.com/warrenipc/warren/cmd/warren/internal/connbench"
+	"github.com/warrenipc/warren/cmd/warren/internal/soak"
 )
 
 var benchHelp = help{
-	usage: "warren bench [compare flags] | warren bench conns [--total N] ...",
+	usage: "warren bench [compare flags] | warren bench conns [--total N] ... | warren bench soak [--duration D] ...",
 	text: `
 Run the comparison benchmarks: warren against gRPC-Go, ttrpc, drpc, net/rpc
 and raw sockets, in the bench module of the warren source tree (bench/, a
@@ -30,10 +31,16 @@ tree it says how to get it.
 connections (1,000,000 if memory allows) over shards of server and client
 processes of at most 19,000 connections each (the per-process open-file
 limit), makes one call on every connection per round, and reports memory
-per connection, connect rate and round time ('warren bench conns -h').`,
+per connection, connect rate and round time ('warren bench conns -h').
+
+'warren bench soak --duration D' runs a server and client processes making
+a random mix of calls, streams, cancels and deadlines while clients are
+killed with SIGKILL, accounts for every call, and ends with "lost N
+duplicated N" ('warren bench soak -h'; RELIABILITY.md).`,
 	examples: `  warren bench
   warren bench -- -h
-  warren bench conns --total 100000`,
+  warren bench conns --total 100000
+  warren bench soak --duration 60s`,
 }
 
 const benchModule = "github.com/warrenipc/warren/bench"
@@ -41,6 +48,9 @@ const benchModule = "github.com/warrenipc/warren/bench"
 func cmdBench(e *env, args []string) error {
 	if len(args) > 0 && connbench.IsCommand(args[0]) { // bench conns, and its children
 		return connbench.Main(args, e.stdout, e.stderr)
+	}
+	if len(args) > 0 && soak.IsCommand(args[0]) { // bench soak, and its children
+		return soak.Main(args, e.stdout, e.stderr)
 	}
 	if len(args) > 0 {
 		switch args[0] {

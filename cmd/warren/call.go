@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,12 +18,14 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
 )
 
 var callHelp = help{
-	usage: "warren call [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR METHOD [JSON]",
+	usage: "warren call [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] [--server-uid N] [--token T] ADDR METHOD [JSON]",
 	text: `
 Call METHOD on the server at ADDR with the JSON request (default {}; "-"
 reads it from stdin) and print the reply as JSON on stdout. For a method
@@ -33,6 +36,11 @@ read from stdin.
 
 A failed call prints "error: CODE: message" on stderr (CODE as the Connect
 protocol names it, such as not_found) and exits 1.
+
+--server-uid N requires the server to run as uid N, as the kernel reports
+it on the connected socket: with an abstract address (unix:@name), which
+has no file permissions, any local user could have bound the name first.
+With "default", the server must run as you.
 ` + tlsClientText,
 	examples: `  warren call default Counter.Set '{"name":"a","value":1}'
   warren call default Counter.Inc '{"name":"a","by":5}'
@@ -42,7 +50,7 @@ protocol names it, such as not_found) and exits 1.
 }
 
 var listHelp = help{
-	usage: "warren list [--json | --proto] [-timeout D] [--token T] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
+	usage: "warren list [--json | --proto] [-timeout D] [--token T] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] [--server-uid N] ADDR",
 	text: `
 List the methods of the server at ADDR (from its Warren.Methods), with
 their kind and the shapes of their request and reply messages. With
@@ -57,7 +65,7 @@ methods without one as a comment.
 }
 
 var pingHelp = help{
-	usage: "warren ping [-n N] [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] ADDR",
+	usage: "warren ping [-n N] [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] [--server-uid N] [--token T] ADDR",
 	text: `
 Send N pings to the server at ADDR, one after another on one connection,
 and print the round-trip times: min, p50, p99 and max.
@@ -73,11 +81,20 @@ func interruptContext() (context.Context, context.CancelFunc) {
 }
 
 // dial resolves a client's ADDR and returns a client for it, with the
-// certificate flags tf.
-func dial(arg string, tf *tlsFlags) (*rpc.Client, error) {
+// certificate flags tf. serverUID, if not -1, is the uid the server must
+// run as (--server-uid).
+func dial(arg string, tf *tlsFlags, serverUID int) (*rpc.Client, error) {
 	addr, cfg, err := clientAddr(arg)
 	if err != nil {
 		return nil, explain(arg, err)
+	}
+	if serverUID >= 0 {
+		cfg = &transport.DialConfig{ServerPolicy: peer.PolicyFunc(func(p *peer.Peer) error {
+			if !p.HasCred || p.UID != serverUID {
+				return fmt.Errorf("%w: the server at %s runs as %s, not as uid %d (--server-uid)", errServerUID, arg, serverIdentity(p), serverUID)
+			}
+			return nil
+		})}
 	}
 	if cfg, err = tf.clientTLS(addr, cfg); err != nil {
 		return nil, err
@@ -87,6 +104,21 @@ func dial(arg string, tf *tlsFlags) (*rpc.Client, error) {
 		return nil, explain(arg, err)
 	}
 	return c, nil
+}
+
+// errServerUID marks a server refused by --server-uid.
+var errServerUID = fmt.Errorf("%w", peer.ErrDenied)
+
+func serverIdentity(p *peer.Peer) string {
+	if !p.HasCred {
+		return "a process whose credentials cannot be read (not a unix socket)"
+	}
+	return fmt.Sprintf("uid %d", p.UID)
+}
+
+// serverUIDFlag adds --server-uid to fset.
+func serverUIDFlag(fset *flag.FlagSet) *int {
+	return fset.Int("server-uid", -1, "require the server to run as this uid (read from the kernel on the connected unix socket; for any address, abstract ones too)")
 }
 
 // methods fetches the server's method list.
@@ -105,6 +137,7 @@ func cmdCall(e *env, args []string) error {
 	tf.add(fset, false)
 	tokenFlag(fset)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
+	serverUID := serverUIDFlag(fset)
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
 	if err != nil {
 		return err
@@ -126,7 +159,7 @@ func cmdCall(e *env, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := dial(addrArg, &tf)
+	c, err := dial(addrArg, &tf, *serverUID)
 	if err != nil {
 		return err
 	}
@@ -287,6 +320,7 @@ func cmdList(e *env, args []string) error {
 	asJSON := fset.Bool("json", false, "print the Warren.Methods reply as JSON")
 	asProto := fset.Bool("proto", false, "print the services as .proto files (server reflection)")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up after this long")
+	serverUID := serverUIDFlag(fset)
 	pos, err := parseArgs(e, fset, listHelp, args, 1, 1)
 	if err != nil {
 		return err
@@ -296,7 +330,7 @@ func cmdList(e *env, args []string) error {
 	}
 	ctx, stop := interruptContext()
 	defer stop()
-	c, err := dial(pos[0], &tf)
+	c, err := dial(pos[0], &tf, *serverUID)
 	if err != nil {
 		return err
 	}
@@ -385,6 +419,7 @@ func cmdPing(e *env, args []string) error {
 	tokenFlag(fset)
 	n := fset.Int("n", 10, "number of pings")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
+	serverUID := serverUIDFlag(fset)
 	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)
 	if err != nil {
 		return err
@@ -394,7 +429,7 @@ func cmdPing(e *env, args []string) error {
 	}
 	ctx, stop := interruptContext()
 	defer stop()
-	c, err := dial(pos[0], &tf)
+	c, err := dial(pos[0], &tf, *serverUID)
 	if err != nil {
 		return err
 	}

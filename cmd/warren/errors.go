@@ -55,6 +55,8 @@ func explain(addr string, err error) *callError {
 		return &callError{status.InvalidArgument, trimWarren(tooLong.Error())}
 	case errors.As(err, &fileErr):
 		return &callError{status.PermissionDenied, trimWarren(fileErr.Error())}
+	case errors.Is(err, errServerUID):
+		return &callError{status.PermissionDenied, fmt.Sprintf("refusing the server: %s", msg)}
 	case errors.Is(err, peer.ErrDenied):
 		// Our own check of the server (the default address requires the
 		// server to run as this user).

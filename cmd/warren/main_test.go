@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
 )
 
 // warrenBin is the command, built once by TestMain. It is built without
@@ -636,17 +638,70 @@ func TestPolicyOtherUser(t *testing.T) {
 		}
 	}
 
-	// Over HTTP too, the policy applies.
+	// Over HTTP too, the policy applies, before the request is read: no
+	// HTTP answer, only the warren refusal.
 	if curl, err := exec.LookPath("curl"); err == nil {
 		s = startServe(t, nil, "--addr", addr("d.sock"), "--mode", "0666")
 		cmd := exec.Command(curl, "-sS", "--max-time", "20", "--unix-socket", s.path,
 			"-w", "\nHTTP %{http_code}", "http://warren/Counter.List", "-H", "Content-Type: application/json", "-d", "{}")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		out, _ := cmd.CombinedOutput()
-		if !strings.Contains(string(out), "permission_denied") || !strings.Contains(string(out), "HTTP 403") {
-			t.Fatalf("HTTP as nobody to a same-user server: %s", out)
+		if !strings.Contains(string(out), "HTTP 000") {
+			t.Fatalf("HTTP as nobody to a same-user server: %s, want no HTTP answer", out)
 		}
 	}
+}
+
+// TestRefusedPeerNotRead checks that `warren serve` applies its policy at
+// accept: a refused peer that sends nothing gets, at once, the server's
+// preface and a GOAWAY naming the policy, and the connection is closed.
+// (Before, the server waited for the peer's preface, for up to 10 s, and
+// served it a session.)
+func TestRefusedPeerNotRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as another user")
+	}
+	socat := requireTool(t, "socat")
+	dir := shortTempDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, nil, "--addr", "unix://"+filepath.Join(dir, "r.sock"), "--mode", "0666")
+	silent, w, err := os.Pipe() // socat's stdin: never written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	defer w.Close()
+	cmd := exec.Command(socat, "-", "UNIX-CONNECT:"+s.path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Stdin = silent
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("refused connection still open after 3 s; got %q", out.Bytes())
+	}
+	took := time.Since(start)
+	got := out.Bytes()
+	_, n, ok, err := wire.ParsePreface(got)
+	if err != nil || !ok {
+		t.Fatalf("reply %q does not start with a preface: %v", got, err)
+	}
+	rest, h, p, ok, err := wire.ParseFrame(got[n:], 1<<20)
+	if err != nil || !ok || h.Type != wire.TypeGoAway || len(rest) != 0 || !bytes.Contains(p, []byte("uid 65534")) {
+		t.Fatalf("refused peer got %q after the preface, want one GOAWAY naming uid 65534", got[n:])
+	}
+	t.Logf("refused and closed in %v", took.Round(time.Millisecond))
 }
 
 func TestDefaultAddress(t *testing.T) {
@@ -1033,5 +1088,30 @@ func TestCallStreamsInProcess(t *testing.T) {
 	if code := run([]string{"list", addr}, strings.NewReader(""), &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "T.Double") || !strings.Contains(out.String(), "stream {n: integer}  stream {n: integer}") {
 		t.Fatalf("list: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestAbstractAddress: --mode is refused with an abstract address (it has
+// no file permissions), and --server-uid lets a client require the
+// server's uid on any address.
+func TestAbstractAddress(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("abstract sockets are Linux only")
+	}
+	name := fmt.Sprintf("unix:@warren-test-%d", os.Getpid())
+	r := runCmd(t, nil, "", "serve", "--addr", name, "--mode", "0666")
+	wantFail(t, "serve --mode with an abstract address", r, 2, "--mode cannot apply to an abstract address", "--server-uid")
+	s := startServe(t, nil, "--addr", name)
+	me := strconv.Itoa(os.Geteuid())
+	if out := runCmd(t, nil, "", "call", "--server-uid", me, s.addr, "Counter.Set", `{"name":"a","value":3}`); out.code != 0 {
+		t.Fatalf("call --server-uid %s: %s", me, out)
+	}
+	for _, cmd := range [][]string{
+		{"call", "--server-uid", "4242", s.addr, "Counter.Get", `{"name":"a"}`},
+		{"list", "--server-uid", "4242", s.addr},
+		{"ping", "--server-uid", "4242", s.addr},
+	} {
+		r := runCmd(t, nil, "", cmd...)
+		wantFail(t, cmd[0]+" --server-uid 4242", r, 1, "error: permission_denied: refusing the server", "runs as uid "+me+", not as uid 4242")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -138,6 +139,11 @@ func cmdServe(e *env, args []string) error {
 	if err != nil {
 		return &usageError{cmd: "serve", msg: trimWarren(err.Error())}
 	}
+	modeSet := false
+	fset.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
+	if modeSet && a.Scheme == transport.SchemeUnix && strings.HasPrefix(a.Address, "@") {
+		return &usageError{cmd: "serve", msg: "--mode cannot apply to an abstract address (" + addr + "): it has no file, so any local user can connect (the policy still decides who may call) or bind the name first; use a socket file (unix:///path) to restrict who can connect, and have clients check the server with --server-uid"}
+	}
 	tlsConf, policy, policyText, err := tf.serverTLS(a)
 	if err != nil {
 		return err
@@ -180,9 +186,10 @@ func cmdServe(e *env, args []string) error {
 		}
 	}
 
-	// The server's rpc policy, not the listener's, decides who may call:
-	// a listener refuses a peer by closing the connection without a word,
-	// while the rpc server tells it why (PermissionDenied).
+	// The server's rpc policy, not the listener's, decides who may call.
+	// Both apply it at accept, before reading a byte; a listener closes a
+	// refused peer without a word, while the rpc server first writes it
+	// the reason (a GOAWAY with PermissionDenied) and closes it at once.
 	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf})
 	if err != nil {
 		return listenError(a, err)

@@ -21,6 +21,11 @@ func (s *Session) readLoop() {
 		}
 	}()
 	for {
+		// A server stops reading from a peer that does not read its output
+		// (backpressure.go).
+		if !s.client && !s.throttle() {
+			return
+		}
 		// A server corks its writer while whole frames are buffered, so the
 		// replies to requests that arrived together leave in one write.
 		if !s.client {
@@ -88,7 +93,7 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 			}
 			return nil
 		}
-		s.writeFrame(0, wire.TypePing, wire.FlagAck, p)
+		s.answerPing(p)
 	case wire.TypeGoAway:
 		last, code, msg, err := wire.ParseGoAway(p)
 		if err != nil {

@@ -32,6 +32,12 @@ type writer struct {
 
 	open atomic.Int32 // client: streams open, mirrored from Session.streams
 
+	// Output accepted but not yet written, for readers' backpressure
+	// (see overLocked). Protected by mu.
+	inflight      int // bytes being written by the flusher
+	pingsBuf      int // PING replies in buf
+	pingsInflight int // PING replies being written
+
 	iov  [3][]byte   // writeDirect's buffers; only the flusher touches them
 	bufs net.Buffers // a field, so that passing its address allocates nothing
 }
@@ -171,9 +177,11 @@ func (w *writer) flushLocked() error {
 	for len(w.buf) > 0 && w.err == nil && (!w.corked || len(w.buf) >= highWater) {
 		out := w.buf
 		w.buf = w.spare[:0]
+		w.inflight, w.pingsInflight, w.pingsBuf = len(out), w.pingsBuf, 0
 		w.mu.Unlock()
 		_, err := w.conn.Write(out)
 		w.mu.Lock()
+		w.inflight, w.pingsInflight = 0, 0
 		if cap(out) > 4*highWater {
 			out = make([]byte, 0, 16<<10) // drop a buffer grown by a burst
 		}
@@ -258,6 +266,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	w.flushing = true // (it may be already, taken over from unlockAsync)
 	out := append(w.buf, hdr...)
 	w.buf = w.spare[:0]
+	w.inflight, w.pingsInflight, w.pingsBuf = len(out)+len(payload), w.pingsBuf, 0
 	w.mu.Unlock()
 	var err error
 	w.iov = [3][]byte{out, payload, tail}
@@ -280,6 +289,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	}
 	w.iov, w.bufs = [3][]byte{}, nil // keep no reference to the caller's payload
 	w.mu.Lock()
+	w.inflight, w.pingsInflight = 0, 0
 	w.spare = out[:0]
 	if err != nil && w.err == nil {
 		w.err = &ConnError{Err: err}
