@@ -222,7 +222,7 @@ func expectClosed(t testing.TB, conn net.Conn, within time.Duration) closedResul
 		var p []byte
 		var ok bool
 		var err error
-		rest, h, p, ok, err = wire.ParseFrame(rest, wire.MaxFrameSizeLimit)
+		rest, h, p, ok, err = wire.ParseFrame(rest, 16<<20)
 		if !ok || err != nil {
 			break
 		}

@@ -16,9 +16,8 @@ var (
 	// (a regular file, a directory, a symbolic link...) is at the path. It is
 	// left untouched.
 	ErrNotSocket = errors.New("warren: path exists and is not a socket")
-	// ErrUnsafeDir is matched by the *UnsafeDirError Listen returns for a
-	// socket file's directory that others may write to without the sticky
-	// bit.
+	// ErrUnsafeDir is matched by the error Listen returns for a socket
+	// file's directory that others may write to without the sticky bit.
 	ErrUnsafeDir = errors.New("warren: directory writable by others without the sticky bit")
 	// ErrUnsupported is returned for a feature this platform lacks, such as
 	// Unix domain socket files on Windows. It matches errors.ErrUnsupported.

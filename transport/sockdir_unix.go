@@ -46,7 +46,7 @@ func openDir(dir string) (*dirHandle, error) {
 	}
 	if st.Mode&0o002 != 0 && st.Mode&unix.S_ISVTX == 0 {
 		d.close()
-		return nil, &UnsafeDirError{Dir: dir, Mode: fs.FileMode(st.Mode & 0o777)}
+		return nil, fmt.Errorf("%w: directory %s (mode %#o) could have the socket replaced by anyone: remove the write permission of others (chmod o-w) or set the sticky bit (chmod +t)", ErrUnsafeDir, dir, st.Mode&0o777)
 	}
 	return d, nil
 }
@@ -144,17 +144,3 @@ func (d *dirHandle) setOwnerMode(name string, perm fs.FileMode, owner *Owner) (f
 	}
 	return id, nil
 }
-
-// UnsafeDirError reports a socket file's directory that users other than
-// its owner may write to without the sticky bit. It matches ErrUnsafeDir.
-type UnsafeDirError struct {
-	Dir  string
-	Mode fs.FileMode
-}
-
-func (e *UnsafeDirError) Error() string {
-	return fmt.Sprintf("directory %s (mode %#o) is writable by others and has no sticky bit, so anyone could replace the socket: remove the write permission of others (chmod o-w) or set the sticky bit (chmod +t)", e.Dir, uint32(e.Mode))
-}
-
-// Is makes an *UnsafeDirError match ErrUnsafeDir.
-func (e *UnsafeDirError) Is(target error) bool { return target == ErrUnsafeDir }

@@ -28,8 +28,8 @@ const (
 	DefaultMaxStreams     = 1024
 
 	minFrameSize        = 1 << 10  // smallest MaxFrameSize a side may advertise
-	MaxFrameSizeLimit   = 16 << 20 // largest MaxFrameSize a side may advertise
-	MaxMessageSizeLimit = 1 << 30  // largest MaxMessageSize a side may advertise
+	maxFrameSizeLimit   = 16 << 20 // largest MaxFrameSize a side may advertise
+	maxMessageSizeLimit = 1 << 30  // largest MaxMessageSize a side may advertise
 	minWindow           = 1 << 10  // smallest InitialWindow a side may advertise
 	maxWindow           = 1<<31 - 1
 	maxStreamsLimit     = 1<<31 - 1
@@ -93,10 +93,10 @@ func (s Settings) Validate() error {
 		}
 		return nil
 	}
-	if err := check("MaxFrameSize", s.MaxFrameSize, minFrameSize, MaxFrameSizeLimit); err != nil {
+	if err := check("MaxFrameSize", s.MaxFrameSize, minFrameSize, maxFrameSizeLimit); err != nil {
 		return err
 	}
-	if err := check("MaxMessageSize", s.MaxMessageSize, 1, MaxMessageSizeLimit); err != nil {
+	if err := check("MaxMessageSize", s.MaxMessageSize, 1, maxMessageSizeLimit); err != nil {
 		return err
 	}
 	if err := check("InitialWindow", s.InitialWindow, minWindow, maxWindow); err != nil {

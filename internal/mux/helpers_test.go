@@ -484,7 +484,7 @@ func startRaw(t testing.TB, conn net.Conn) *rawPeer {
 func (r *rawPeer) readLoop() {
 	defer close(r.done)
 	defer close(r.frames)
-	rd := frameio.NewReader(r.conn, wire.MaxFrameSizeLimit)
+	rd := frameio.NewReader(r.conn, 16<<20)
 	for {
 		h, p, err := rd.Next()
 		if err != nil {
