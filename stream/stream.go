@@ -56,8 +56,7 @@ type Options struct {
 
 	// MaxMessageSize is the largest message this side accepts, advertised
 	// to the peer, which checks it before sending. 0 means
-	// wire.DefaultMaxMessageSize (4 MiB); at most 1 GiB
-	// (1 GiB).
+	// wire.DefaultMaxMessageSize (4 MiB); at most 1 GiB.
 	MaxMessageSize uint32
 	// MaxFrameSize is the largest frame payload this side accepts; larger
 	// messages arrive in chunks. 0 means DefaultMaxFrameSize (128 KiB); the
