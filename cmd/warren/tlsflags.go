@@ -233,12 +233,9 @@ func explainTLSCall(addr string, err error) *callError {
 	se := status.FromError(err)
 	var ga *rpc.GoAwayError
 	switch {
-	// Refused by the server's policy: a GOAWAY, or a call answered with
-	// the refusal before the GOAWAY came (rpc reports calls refused on a
-	// connection the server is refusing as PermissionDenied or, for a
-	// limit, ResourceExhausted).
-	case se.Code == status.PermissionDenied && (errors.As(err, &ga) || strings.Contains(se.Message, "peer not authorized")),
-		se.Code == status.ResourceExhausted && strings.Contains(se.Message, "peer not authorized"):
+	// Refused by the server's policy: its GOAWAY says why (the server
+	// reads nothing from a refused peer, so no call is answered first).
+	case se.Code == status.PermissionDenied && errors.As(err, &ga):
 		return &callError{status.PermissionDenied, fmt.Sprintf(
 			"the server at %s does not allow your client certificate: ask whoever runs it to allow its name (warren serve --allow-san, --allow-cn); the server said: %s", addr, trimWarren(ga0(ga, se.Message)))}
 	case se.Code == status.Unavailable || errors.Is(err, peer.ErrDenied):
