@@ -3,7 +3,9 @@
 // increments and sets them, and charts calls/s and round-trip latency.
 import { connect, StatusError, type Client } from "../src/browser.js";
 
-type Counter = { name: string; value: number | bigint };
+// The counter speaks the protobuf JSON mapping: int64 values arrive as
+// strings (exact beyond 2^53), and a value of 0 is left out.
+type Counter = { name: string; value?: string | number | bigint };
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const grid = $("counters");
@@ -72,19 +74,20 @@ function showError(e: unknown) {
   (showError as any).t = setTimeout(() => b.classList.remove("show"), 6000);
 }
 
-function parseInt64(s: string): bigint | number | null {
-  s = s.trim();
-  if (s === "") return 0;
+/** Parses what the user typed as an int64, in the protobuf JSON form (a decimal string). */
+function parseInt64(s: string): string | null {
+  s = s.trim().replace(/^\+/, "");
+  if (s === "") return "0";
   if (!/^-?\d{1,19}$/.test(s)) return null;
   const b = BigInt(s);
   if (b > 2n ** 63n - 1n || b < -(2n ** 63n)) return null;
-  return Number.isSafeInteger(Number(b)) ? Number(b) : b;
+  return b.toString();
 }
 
 function render(c: Counter) {
   let card = cards.get(c.name);
   if (!card) card = addCard(c.name);
-  const text = String(c.value);
+  const text = String(c.value ?? 0);
   if (card.value.textContent !== text) {
     card.value.textContent = text;
     card.value.classList.toggle("long", text.length > 10);
@@ -173,8 +176,9 @@ async function follow(name: string, signal: AbortSignal) {
 async function refresh() {
   if (!client) return;
   try {
-    const r = await timed(() => client!.call<unknown, { counters: Counter[] }>("Counter.List", {}));
-    for (const c of r.counters) if (!cards.has(c.name)) render(c);
+    // An empty list arrives as {}.
+    const r = await timed(() => client!.call<unknown, { counters?: Counter[] }>("Counter.List", {}));
+    for (const c of r.counters ?? []) if (!cards.has(c.name)) render(c);
   } catch (e) {
     if ((e as StatusError).code !== "unavailable") showError(e);
   }

@@ -42,6 +42,21 @@ test("warren serve prints the page's URL with a token", () => {
   assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
 });
 
+test("the page with no counters yet: empty, no error, then creates one at 0", async () => {
+  assert.deepEqual(await warrenCall("Counter.List", {}), {}, "an empty list is {} in the protobuf JSON mapping");
+  const page = await browser.newPage();
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForFunction(() => document.querySelector("#status")?.classList.contains("ok"), { timeout: 5000 });
+  await new Promise((r) => setTimeout(r, 1500)); // at least one Counter.List refresh
+  assert.equal(await page.$eval("#banner", (e) => e.classList.contains("show")), false, "no error shown");
+  assert.equal(await page.$eval("#n", (e) => e.textContent), "0");
+  await page.type("#new-name", "zero");
+  await page.click("#create button[type=submit]");
+  await page.waitForFunction(() => document.querySelector('[data-counter="zero"]')?.textContent === "0", { timeout: 3000 });
+  assert.deepEqual(await warrenCall("Counter.Get", { name: "zero" }), { name: "zero" });
+  await page.close();
+});
+
 test("the page with the token: click increment, follow warren call within 1 s", async () => {
   await warrenCall("Counter.Set", { name: "clicks", value: 0 });
   await warrenCall("Counter.Set", { name: "int64-max", value: 1 });
@@ -58,7 +73,7 @@ test("the page with the token: click increment, follow warren call within 1 s", 
   // Click +1: the value changes on the page and on the server.
   await page.evaluate((s) => document.querySelector(s).closest(".card").querySelector('[data-action="inc"]').click(), sel);
   await page.waitForFunction((s) => document.querySelector(s)?.textContent === "1", { timeout: 3000 }, sel);
-  assert.deepEqual(await warrenCall("Counter.Get", { name: "clicks" }), { name: "clicks", value: 1 });
+  assert.deepEqual(await warrenCall("Counter.Get", { name: "clicks" }), { name: "clicks", value: "1" });
 
   // Change it from warren call: the page follows within a second.
   const t0 = Date.now();
@@ -76,7 +91,26 @@ test("the page with the token: click increment, follow warren call within 1 s", 
   await page.type("#new-value", "-5");
   await page.click("#create button[type=submit]");
   await page.waitForFunction(() => document.querySelector('[data-counter="from-page"]')?.textContent === "-5", { timeout: 3000 });
-  assert.deepEqual(await warrenCall("Counter.Get", { name: "from-page" }), { name: "from-page", value: -5 });
+  assert.deepEqual(await warrenCall("Counter.Get", { name: "from-page" }), { name: "from-page", value: "-5" });
+
+  // Set beyond 2^53 from the card's input, then +1 and −1: every digit kept.
+  const fp = '[data-counter="from-page"]';
+  const click = (action) =>
+    page.evaluate((s, a) => document.querySelector(s).closest(".card").querySelector(`[data-action="${a}"]`).click(), fp, action);
+  await page.type('input[aria-label="new value of from-page"]', "9007199254740993");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction((s) => document.querySelector(s)?.textContent === "9007199254740993", { timeout: 3000 }, fp);
+  assert.deepEqual(await warrenCall("Counter.Get", { name: "from-page" }), { name: "from-page", value: "9007199254740993" });
+  await click("inc");
+  await page.waitForFunction((s) => document.querySelector(s)?.textContent === "9007199254740994", { timeout: 3000 }, fp);
+  await click("dec");
+  await page.waitForFunction((s) => document.querySelector(s)?.textContent === "9007199254740993", { timeout: 3000 }, fp);
+  assert.deepEqual(await warrenCall("Counter.Get", { name: "from-page" }), { name: "from-page", value: "9007199254740993" });
+
+  // Back to zero (sent on the wire as a left-out value): the page shows 0.
+  await warrenCall("Counter.Set", { name: "from-page", value: 0 });
+  await page.waitForFunction((s) => document.querySelector(s)?.textContent === "0", { timeout: 1000 }, fp);
+  assert.equal(await page.$eval("#banner", (e) => e.classList.contains("show")), false, "no error shown");
 
   // Some load for the chart, then the screenshot.
   await page.click("#load");
@@ -113,7 +147,7 @@ test("a wrong or missing token is refused: page, HTTP, warren calls, WebSocket",
   await assert.rejects(c.call("Counter.Get", { name: "clicks" }), (e) => e instanceof StatusError && e.code === "unauthenticated");
   await c.close();
   const ok = await connect(srv.addr, { token });
-  assert.equal((await ok.call("Counter.Get", { name: "clicks" })).value, 42);
+  assert.equal((await ok.call("Counter.Get", { name: "clicks" })).value, "42");
   await ok.close();
 
   // WebSocket: the upgrade without the token, or with a wrong one, is refused.
@@ -121,7 +155,7 @@ test("a wrong or missing token is refused: page, HTTP, warren calls, WebSocket",
   await assert.rejects(connect(wsAddr), (e) => e.code === "unavailable");
   await assert.rejects(connect(wsAddr, { token: "wrong" }), (e) => e.code === "unavailable");
   const wsOk = await connect(wsAddr, { token });
-  assert.equal((await wsOk.call("Counter.Get", { name: "clicks" })).value, 42);
+  assert.equal((await wsOk.call("Counter.Get", { name: "clicks" })).value, "42");
   await wsOk.close();
 });
 
@@ -159,7 +193,7 @@ test("a page from another origin cannot connect, even knowing the token", async 
       origin + "/Counter.Set",
     );
     assert.equal(result.ws, "error", "the WebSocket from another origin is refused (403)");
-    assert.deepEqual(await warrenCall("Counter.Get", { name: "clicks" }), { name: "clicks", value: 42 }, "the cross-site POST changed nothing");
+    assert.deepEqual(await warrenCall("Counter.Get", { name: "clicks" }), { name: "clicks", value: "42" }, "the cross-site POST changed nothing");
     await page.close();
   } finally {
     other.close();

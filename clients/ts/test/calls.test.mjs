@@ -49,16 +49,29 @@ for (const [name, listen] of Object.entries(transports)) {
 
     test("unary JSON", async () => {
       assert.deepEqual(await c.call("Test.Echo", { a: [1, "x", null, true] }), { a: [1, "x", null, true] });
-      await c.call("Counter.Set", { name: `n-${name}`, value: 41 });
-      assert.deepEqual(await c.call("Counter.Inc", { name: `n-${name}` }), { name: `n-${name}`, value: 42 });
+      // The counter speaks the protobuf JSON mapping: int64 values come back
+      // as strings, a zero value is left out, requests may use either form,
+      // and unknown fields are refused.
+      assert.deepEqual(await c.call("Counter.Set", { name: `n-${name}`, value: 41 }), { name: `n-${name}`, value: "41" });
+      assert.deepEqual(await c.call("Counter.Inc", { name: `n-${name}` }), { name: `n-${name}`, value: "42" });
+      assert.deepEqual(await c.call("Counter.Inc", { name: `n-${name}`, by: "-42" }), { name: `n-${name}` });
+      await assert.rejects(
+        c.call("Counter.Set", { name: `n-${name}`, value: 1, bye: 3 }),
+        (e) => e instanceof StatusError && e.code === "invalid_argument" && /bye/.test(e.message),
+      );
+      assert.deepEqual(await c.call("Counter.Get", { name: `n-${name}` }), { name: `n-${name}` });
     });
 
     test("int64 beyond 2^53 keeps every digit", async () => {
       const v = 9007199254740993n; // 2^53 + 1: not a float64
-      assert.deepEqual(await c.call("Counter.Set", { name: `big-${name}`, value: v }), { name: `big-${name}`, value: v });
-      assert.deepEqual(await c.call("Counter.Inc", { name: `big-${name}` }), { name: `big-${name}`, value: v + 1n });
+      // bigint in a request goes out as a JSON integer, every digit.
+      assert.deepEqual(await c.call("Counter.Set", { name: `big-${name}`, value: v }), { name: `big-${name}`, value: String(v) });
+      assert.deepEqual(await c.call("Counter.Inc", { name: `big-${name}` }), { name: `big-${name}`, value: String(v + 1n) });
       const min = -(2n ** 63n);
-      assert.deepEqual(await c.call("Counter.Set", { name: `min-${name}`, value: min }), { name: `min-${name}`, value: min });
+      assert.deepEqual(await c.call("Counter.Set", { name: `min-${name}`, value: String(min) }), { name: `min-${name}`, value: String(min) });
+      // A JSON integer beyond 2^53 in a reply comes back as a bigint.
+      const max = 2n ** 63n - 1n;
+      assert.deepEqual(await c.call("Test.Echo", { v, max, min, small: 7 }), { v, max, min, small: 7 });
     });
 
     test("raw bytes", async () => {
