@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,8 +50,9 @@ type ClientOptions struct {
 	// StreamInterceptors wrap the opening of every streaming call.
 	StreamInterceptors []StreamClientInterceptor
 	// Token, if set, is sent with every call as the metadata
-	// "authorization: Bearer TOKEN", for servers that require one
-	// (ServerOptions.Auth, TokenAuth).
+	// "authorization: Bearer TOKEN", and as the header "Authorization:
+	// Bearer TOKEN" of a ws:// or wss:// opening handshake, for servers
+	// that require one (ServerOptions.Auth, TokenAuth).
 	Token string
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
@@ -93,6 +95,18 @@ func Dial(addr string, opts *ClientOptions) (*Client, error) {
 		c.opts.MaxBackoff = 5 * time.Second
 	}
 	if c.opts.Token != "" {
+		// The token also goes with a WebSocket opening handshake, which a
+		// server may check before any call.
+		d := transport.DialConfig{}
+		if c.opts.Dial != nil {
+			d = *c.opts.Dial
+		}
+		d.WebSocketHeader = d.WebSocketHeader.Clone()
+		if d.WebSocketHeader == nil {
+			d.WebSocketHeader = http.Header{}
+		}
+		d.WebSocketHeader.Set("Authorization", "Bearer "+c.opts.Token)
+		c.opts.Dial = &d
 		u, st := tokenInterceptors(c.opts.Token)
 		c.opts.Interceptors = append(append([]UnaryClientInterceptor(nil), c.opts.Interceptors...), u)
 		c.opts.StreamInterceptors = append(append([]StreamClientInterceptor(nil), c.opts.StreamInterceptors...), st)

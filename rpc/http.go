@@ -230,10 +230,6 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Allow"] = hdrAllowPost
 		writeUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
 			"%s %s: methods are called with POST (GET / lists them)", r.Method, r.URL.Path), nil, nil)
-	case "PRI": // the HTTP/2 connection preface
-		w.Header()["Connection"] = hdrClose
-		writeUnaryError(w, http.StatusHTTPVersionNotSupported, status.New(status.Unimplemented,
-			"HTTP/2 is not served on this socket; use HTTP/1.1"), nil, nil)
 	default:
 		w.Header()["Allow"] = hdrAllowPost
 		writePlainError(w, http.StatusMethodNotAllowed, r.Method+": methods are called with POST (GET / lists them)")

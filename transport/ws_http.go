@@ -38,6 +38,12 @@ type WebSocketOptions struct {
 	// is addressed to, and clients that are not browsers.
 	CheckOrigin func(origin string, r *http.Request) bool
 
+	// Authorize, if set, decides whether a handshake may proceed once its
+	// origin is allowed, such as by a token the request carries. A
+	// handshake it refuses is answered 401 Unauthorized with its error's
+	// text.
+	Authorize func(r *http.Request) error
+
 	// Subprotocols lists the subprotocols (Sec-WebSocket-Protocol) the
 	// server accepts. The first one the client offers that is in the list
 	// is selected. Browsers that offer subprotocols fail the connection
@@ -202,6 +208,11 @@ func upgradeHTTP(w http.ResponseWriter, r *http.Request, opts *WebSocketOptions)
 		return refuse(http.StatusBadRequest, "an opening handshake has no body")
 	case opts.CheckOrigin != nil && !opts.CheckOrigin(r.Header.Get("Origin"), r):
 		return refuse(http.StatusForbidden, "origin "+strconv.Quote(r.Header.Get("Origin"))+" is not allowed")
+	}
+	if opts.Authorize != nil {
+		if err := opts.Authorize(r); err != nil {
+			return refuse(http.StatusUnauthorized, strings.TrimPrefix(err.Error(), "warren: "), "WWW-Authenticate", `Bearer realm="warren"`)
+		}
 	}
 	u := ws.HTTPUpgrader{}
 	if len(opts.Subprotocols) > 0 {
@@ -437,6 +448,8 @@ func handshakeError(a Addr, err error, status string, body []byte) error {
 		switch e.Status {
 		case http.StatusForbidden:
 			e.Reason += ": the server refused this client or its Origin"
+		case http.StatusUnauthorized:
+			e.Reason += ": the server requires a token (warren call --token, WARREN_TOKEN, or rpc.ClientOptions.Token)"
 		case http.StatusUpgradeRequired:
 			e.Reason += ": the server wants another WebSocket version or request"
 		default:

@@ -2,13 +2,16 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
@@ -95,7 +98,7 @@ func pageURL(a transport.Addr, l net.Addr, auth *rpc.TokenAuth) string {
 		host = "127.0.0.1"
 	}
 	scheme := "http://"
-	if a.Scheme == transport.SchemeTLS || a.Scheme == transport.SchemeWSS {
+	if a.Scheme == transport.SchemeTLS {
 		scheme = "https://"
 	}
 	u := scheme + net.JoinHostPort(host, port) + "/"
@@ -110,4 +113,44 @@ func newToken() string {
 	var b [32]byte
 	rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// wsOptions is the WebSocket handshake of a ws:// or wss:// listener: the
+// origin check, the "warren" subprotocol and, with auth, the token, which a
+// browser offers as the subprotocol "warren.bearer.TOKEN" (it cannot set
+// headers on a WebSocket), and other clients send as
+// "Authorization: Bearer TOKEN". A handshake without it is refused (401);
+// calls on the connection are checked too.
+func wsOptions(auth *rpc.TokenAuth) *transport.WebSocketOptions {
+	o := &transport.WebSocketOptions{CheckOrigin: transport.SameHostOrigin, Subprotocols: []string{"warren"}}
+	if auth != nil {
+		o.Authorize = func(r *http.Request) error {
+			if upgradeHasToken(r, auth.Token) {
+				return nil
+			}
+			return errors.New("this server requires a token: send \"Authorization: Bearer TOKEN\" (warren call --token, or WARREN_TOKEN), or the subprotocol warren.bearer.TOKEN")
+		}
+	}
+	return o
+}
+
+// upgradeHasToken reports whether a WebSocket upgrade carries token, in its
+// Authorization header, the page's cookie or a subprotocol.
+func upgradeHasToken(r *http.Request, token string) bool {
+	same := func(v string) bool { return subtle.ConstantTimeCompare([]byte(v), []byte(token)) == 1 }
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && same(v) {
+		return true
+	}
+	_, port, _ := net.SplitHostPort(r.Host)
+	if c, err := r.Cookie("warren-token-" + port); err == nil && same(c.Value) {
+		return true
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "warren.bearer."); ok && same(v) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -190,7 +190,7 @@ func cmdServe(e *env, args []string) error {
 	// Both apply it at accept, before reading a byte; a listener closes a
 	// refused peer without a word, while the rpc server first writes it
 	// the reason (a GOAWAY with PermissionDenied) and closes it at once.
-	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf})
+	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth)})
 	if err != nil {
 		return listenError(a, err)
 	}
@@ -225,7 +225,9 @@ func cmdServe(e *env, args []string) error {
 	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
 		fmt.Fprintf(e.stderr, "warren serve: or   curl --unix-socket %s http://warren/Counter.Inc -H 'Content-Type: application/json' -d '{\"name\":\"a\"}'\n", a.Address)
 	}
-	if a.Scheme != transport.SchemeUnix {
+	if a.Scheme == transport.SchemeTCP || a.Scheme == transport.SchemeTLS {
+		// The page is served by the HTTP bridge; a ws:// or wss://
+		// listener serves only its WebSocket path.
 		fmt.Fprintf(e.stdout, "open %s\n", pageURL(a, l.Addr(), auth))
 	}
 	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")

@@ -196,7 +196,7 @@ func TestServeWS(t *testing.T) {
 		t.Fatalf("call over ws: %s", r)
 	}
 	r = runCmd(t, nil, "", "call", s.addr, "Counter.Get", `{"name":"a"}`)
-	wantFail(t, "ws without the token", r, 1, "unauthenticated")
+	wantFail(t, "ws without the token", r, 1, "requires a token")
 
 	dir := certsIn(t)
 	s2 := startServe(t, nil, append([]string{"--addr", "wss://127.0.0.1:0/warren"}, tlsServer(dir)...)...)
