@@ -50,6 +50,14 @@ type ClientOptions struct {
 	StreamInterceptors []StreamClientInterceptor
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// SharedThreshold, if positive, sends messages of at least this many
+	// bytes (16 KiB at least) in sealed memfds instead of through the
+	// socket, on unix sockets where both sides set Settings.MaxFiles (see
+	// PROTOCOL.md, "Descriptors and shared messages"). MaxSharedBytes
+	// bounds the bytes of such messages received and held mapped at once
+	// on one connection; 0 means 1 GiB.
+	SharedThreshold int
+	MaxSharedBytes  int64
 }
 
 // Client calls methods on one server address over a single multiplexed
@@ -241,7 +249,8 @@ func (c *Client) connect(ctx context.Context) (*mux.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout})
+	return mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout,
+		SharedMin: c.opts.SharedThreshold, MaxShared: c.opts.MaxSharedBytes})
 }
 
 // Ping measures the round trip to the server.

@@ -1,0 +1,324 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+
+	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/shm"
+	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
+)
+
+// Descriptors with frames, and shared messages (sealed memfds), on unix
+// sockets whose both sides announced MaxFiles. See PROTOCOL.md,
+// "Descriptors and shared messages".
+
+// DefaultMaxShared is the default bound on the bytes of shared messages a
+// session holds mapped at once (Config.MaxShared).
+const DefaultMaxShared = 1 << 30
+
+// minShared is the smallest SharedMin: below, messages are written in
+// place anyway (directMin) and a memfd costs more than the copy.
+const minShared = directMin
+
+// fileState is a session's state for descriptors.
+type fileState struct {
+	conn      *shm.Conn // the connection, when this side receives descriptors
+	sharedMin int       // messages of at least this size go shared; 0: never
+	maxShared int64
+	held      atomic.Int64 // bytes of shared messages mapped
+}
+
+// wrapFiles makes the session receive descriptors if its settings
+// announce MaxFiles and conn is a unix socket; otherwise it announces
+// none. Called before the preface is sent.
+func (s *Session) wrapFiles(conn net.Conn) {
+	if s.local.MaxFiles == 0 {
+		return
+	}
+	per := int(s.local.MaxFiles)
+	c := shm.Wrap(conn, per, max(4*per, 64))
+	if c == nil {
+		s.local.MaxFiles = 0
+		return
+	}
+	s.fs.conn = c
+	s.conn = c
+	s.fs.maxShared = s.cfg.MaxShared
+	if s.fs.maxShared <= 0 {
+		s.fs.maxShared = DefaultMaxShared
+	}
+}
+
+// startFiles decides, once the peer's settings are known, whether large
+// messages go shared.
+func (s *Session) startFiles() {
+	if s.fs.conn != nil && s.peer.MaxFiles > 0 && s.cfg.SharedMin > 0 {
+		s.fs.sharedMin = max(s.cfg.SharedMin, minShared)
+	}
+}
+
+// CanSendFiles reports whether descriptors can be sent on this session:
+// a unix socket whose both sides announced MaxFiles; n is the most one
+// message may carry.
+func (s *Session) CanSendFiles() (n int, ok bool) {
+	if s.fs.conn == nil || s.peer.MaxFiles == 0 {
+		return 0, false
+	}
+	return int(s.peer.MaxFiles), true
+}
+
+// ErrNoFiles is returned for descriptors that cannot be sent: the
+// connection is not a unix socket, or a side did not announce MaxFiles,
+// or the message carries more than the peer accepts.
+var ErrNoFiles = fmt.Errorf("warren: descriptors cannot be sent on this connection")
+
+// SendFiles sends msg as one message with the descriptors fds attached
+// (the peer gets its own copies; the caller keeps fds). It fails at once,
+// sending nothing, if descriptors cannot be sent (ErrNoFiles) or msg
+// does not fit one frame.
+func (st *Stream) SendFiles(ctx context.Context, msg []byte, fds []int, end bool) error {
+	s := st.s
+	n, ok := s.CanSendFiles()
+	if !ok || len(fds) > n || len(fds) == 0 {
+		return fmt.Errorf("%w (%d descriptors, the peer accepts %d)", ErrNoFiles, len(fds), n)
+	}
+	blk := shm.Block{Count: len(fds), Kind: shm.KindFiles}
+	if len(msg)+2 > int(s.frameSize) {
+		return fmt.Errorf("warren: a message with descriptors is one frame: %d bytes, at most %d", len(msg), int(s.frameSize)-2)
+	}
+	return st.sendFiles(ctx, blk, msg, fds, end, nil)
+}
+
+// sendShared sends msg in a sealed memfd.
+func (st *Stream) sendShared(ctx context.Context, msg []byte, end bool, tail []byte) error {
+	fd, err := shm.NewSealed(msg)
+	if err != nil {
+		return err
+	}
+	fds := []int{fd}
+	defer shm.CloseAll(fds)
+	return st.sendFiles(ctx, shm.Block{Count: 1, Kind: shm.KindShared, Length: uint64(len(msg))}, nil, fds, end, tail)
+}
+
+func (st *Stream) sendFiles(ctx context.Context, blk shm.Block, msg []byte, fds []int, end bool, tail []byte) error {
+	s := st.s
+	flags := wire.FlagFiles
+	if end {
+		flags |= wire.FlagEnd
+	}
+	payload := shm.AppendBlock(make([]byte, 0, 10+len(msg)), blk)
+	payload = append(payload, msg...)
+	if err := st.acquire(ctx, len(payload), end); err != nil {
+		return err
+	}
+	frame := wire.AppendFrame(make([]byte, 0, wire.HeaderSize+len(payload)), st.ID(), wire.TypeData, flags, payload)
+	if err := s.w.writeFiles(st, frame, tail, fds); err != nil {
+		s.returnConnCredit(len(payload))
+		return err
+	}
+	return nil
+}
+
+// writeFiles writes what is buffered, then frame and tail, in one sendmsg
+// that carries fds: the descriptors arrive with the bytes up to the
+// frame's first byte, never after it.
+func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
+	fc, ok := w.conn.(*shm.Conn)
+	if !ok || w.fed != nil {
+		return ErrNoFiles
+	}
+	w.mu.Lock()
+	for w.err == nil && w.flushing {
+		w.waiting.Add(1) // before looking at st, as in waitRoomLocked
+		if err := st.err(); err != nil {
+			w.waiting.Add(-1)
+			w.mu.Unlock()
+			return err
+		}
+		w.cond.Wait()
+		w.waiting.Add(-1)
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if tail != nil {
+		st.s.removeEnding(st)
+	}
+	w.flushing = true
+	out := append(append(w.buf, frame...), tail...)
+	w.buf = w.spare[:0]
+	w.mu.Unlock()
+	_, err := fc.WriteFiles(out, fds)
+	w.mu.Lock()
+	w.spare = out[:0]
+	if err != nil && w.err == nil {
+		w.err = &ConnError{Err: err}
+		if w.onErr != nil {
+			defer w.onErr(w.err)
+		}
+	}
+	return w.flushLocked()
+}
+
+// onFiles handles a DATA frame flagged wire.FlagFiles: it takes the
+// descriptors the frame names, checks them, and queues the message. A
+// frame the connection could not have carried, or naming more
+// descriptors than announced or than arrived, is a connection error
+// (closing the connection closes every descriptor not taken); a shared
+// message that is not a sealed memfd of its size, or over a limit, is a
+// stream error.
+func (s *Session) onFiles(h wire.Header, p []byte) error {
+	if s.fs.conn == nil {
+		return &ProtocolError{Reason: "DATA with descriptors on a connection that did not announce MaxFiles"}
+	}
+	if h.Flags&wire.FlagMore != 0 {
+		return &ProtocolError{Reason: "DATA with descriptors and FlagMore"}
+	}
+	blk, rest, err := shm.ParseBlock(p)
+	if err != nil {
+		return &ProtocolError{Reason: err.Error()}
+	}
+	if blk.Count > int(s.local.MaxFiles) {
+		return &ProtocolError{Reason: fmt.Sprintf("%d descriptors in a frame, MaxFiles is %d", blk.Count, s.local.MaxFiles)}
+	}
+	fds, err := s.fs.conn.Take(blk.Count)
+	if err != nil {
+		return &ProtocolError{Reason: err.Error()}
+	}
+	n := int64(h.Length)
+	if s.connRecvWin.Add(-n) < 0 {
+		shm.CloseAll(fds)
+		return &ProtocolError{Reason: "connection flow-control window exceeded"}
+	}
+	st := s.lookup(h.Stream)
+	if st == nil {
+		shm.CloseAll(fds)
+		s.grantConn(n)
+		return nil
+	}
+	var b *pool.Buf
+	switch blk.Kind {
+	case shm.KindShared:
+		b, err = s.mapShared(fds[0], blk.Length)
+		shm.CloseAll(fds) // the mapping, if any, keeps the file
+		if err != nil {
+			s.grantConn(n)
+			st.reject(err)
+			return nil
+		}
+	default:
+		if uint32(len(rest)) > s.local.MaxMessageSize {
+			shm.CloseAll(fds)
+			s.grantConn(n)
+			st.tooLarge(&wire.MessageTooLargeError{Size: int64(len(rest)), Limit: int64(s.local.MaxMessageSize)})
+			return nil
+		}
+		m := pool.Borrow(append([]byte(nil), rest...))
+		b = &m
+		b.Files = fds
+		b.Free = closeFiles
+	}
+	return st.onWhole(h, b)
+}
+
+func closeFiles(b *pool.Buf) {
+	shm.CloseAll(b.Files)
+	b.Files = nil
+}
+
+// mapShared checks and maps a shared message, within MaxMessageSize and
+// the session's bound on mapped bytes.
+func (s *Session) mapShared(fd int, length uint64) (*pool.Buf, error) {
+	if length > uint64(s.local.MaxMessageSize) {
+		return nil, &wire.MessageTooLargeError{Size: int64(length), Limit: int64(s.local.MaxMessageSize)}
+	}
+	if held := s.fs.held.Add(int64(length)); held > s.fs.maxShared {
+		s.fs.held.Add(-int64(length))
+		return nil, fmt.Errorf("warren: shared messages of %d bytes mapped, limit %d", held, s.fs.maxShared)
+	}
+	m, err := shm.Map(fd, length)
+	if err != nil {
+		s.fs.held.Add(-int64(length))
+		return nil, err
+	}
+	b := pool.Borrow(m)
+	b.Free = func(b *pool.Buf) {
+		shm.Unmap(b.B)
+		s.fs.held.Add(-int64(len(b.B)))
+		b.B = nil
+	}
+	return &b, nil
+}
+
+// reject ends the stream for a message the session refused: the server
+// answers with a status, the client cancels.
+func (st *Stream) reject(err error) {
+	if tl, ok := err.(*wire.MessageTooLargeError); ok {
+		st.tooLarge(tl)
+		return
+	}
+	st.drop(err)
+	s := st.s
+	if !s.client && s.cfg.OnReset != nil {
+		s.cfg.OnReset(st, err)
+	}
+	s.remove(st)
+	if s.client {
+		s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
+	} else {
+		s.refuse(st.ID(), status.InvalidArgument, err.Error())
+	}
+}
+
+// onWhole queues b, a whole message that came with descriptors; b is
+// released if the stream cannot take it.
+func (st *Stream) onWhole(h wire.Header, b *pool.Buf) error {
+	s := st.s
+	n := int64(h.Length)
+	st.mu.Lock()
+	if st.ID() != h.Stream || st.rerr != nil {
+		st.mu.Unlock()
+		pool.Put(b)
+		s.grantConn(n)
+		return nil
+	}
+	var perr string
+	switch st.recvWin -= n; {
+	case st.recvEnd:
+		perr = fmt.Sprintf("DATA after end of stream %d", h.Stream)
+	case st.recvWin < 0:
+		perr = fmt.Sprintf("stream %d flow-control window exceeded", h.Stream)
+	case st.asm != nil:
+		perr = "DATA with descriptors inside a chunked message"
+	}
+	if perr != "" {
+		st.mu.Unlock()
+		pool.Put(b)
+		return &ProtocolError{Reason: perr}
+	}
+	if b.Files == nil {
+		if o := st.takeOfferLocked(len(b.B)); o != nil {
+			copy(o.B, b.B) // a caller's memory (RecvInto): the mapping goes at once
+			pool.Put(b)
+			b = o
+		}
+	}
+	st.queue = append(st.queue, queued{b, int32(n)})
+	if h.Flags&wire.FlagEnd != 0 {
+		st.recvEnd = true
+	}
+	st.signalLocked()
+	ready := !st.requested
+	st.mu.Unlock()
+	if ready && s.cfg.OnRequest != nil {
+		st.requested = true
+		s.cfg.OnRequest(st)
+	}
+	return nil
+}

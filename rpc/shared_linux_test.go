@@ -1,0 +1,108 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/wire"
+)
+
+// countFDs returns the descriptors this process has open.
+func countFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// countMemfdMaps returns the memfd mappings of this process.
+func countMemfdMaps(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "/memfd:warren")
+}
+
+// sharedPair serves a raw echo on a unix socket with descriptors and
+// shared messages on both sides, and returns a client.
+func sharedPair(t *testing.T, srvOpts ServerOptions, cliOpts ClientOptions) *Client {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOpts.CallRate = -1
+	srv := NewServer(&srvOpts)
+	HandleRaw(srv, "T.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	HandleRaw(srv, "T.Sum", func(ctx context.Context, req []byte) ([]byte, error) {
+		var s byte
+		for _, b := range req {
+			s += b
+		}
+		return []byte{s}, nil
+	})
+	go srv.Serve(l)
+	c, err := Dial("unix://"+path, &cliOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		srv.Close()
+	})
+	return c
+}
+
+func filesSettings() wire.Settings {
+	return wire.Settings{MaxFiles: 16, MaxMessageSize: 128 << 20}
+}
+
+func TestSharedEcho(t *testing.T) {
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c := sharedPair(t,
+		ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10},
+		ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range []int{1 << 10, 64 << 10, 1 << 20, 16 << 20} {
+		req := bytes.Repeat([]byte{byte(n), 1, 2, 3, 5, 8, 13}, n/7+1)[:n]
+		var out []byte
+		if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if !bytes.Equal(out, req) {
+			t.Fatalf("%d bytes: echo differs", n)
+		}
+		var sum []byte
+		if err := c.Invoke(ctx, "T.Sum", &req, &sum); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+	c.Close()
+	checkNoLeak(t, fds, maps, 2) // the listener and its Serve's poller may stay
+}
+
+// checkNoLeak waits until no more than slack descriptors beyond fds, and
+// no memfd mapping beyond maps, are open: a handler releases its request
+// after its reply is sent.
+func checkNoLeak(t *testing.T, fds, maps, slack int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for countMemfdMaps(t) != maps || countFDs(t) > fds+slack {
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: %d memfd mappings (%d before), %d descriptors (%d before)", countMemfdMaps(t), maps, countFDs(t), fds)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
