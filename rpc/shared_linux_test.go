@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func countMemfdMaps(t testing.TB) int {
 
 // sharedPair serves a raw echo on a unix socket with descriptors and
 // shared messages on both sides, and returns a client.
-func sharedPair(t *testing.T, srvOpts ServerOptions, cliOpts ClientOptions) *Client {
+func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Client {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.sock")
 	l, err := net.Listen("unix", path)
@@ -104,5 +105,37 @@ func checkNoLeak(t *testing.T, fds, maps, slack int) {
 			t.Fatalf("leak: %d memfd mappings (%d before), %d descriptors (%d before)", countMemfdMaps(t), maps, countFDs(t), fds)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkLarge is unary echo of large payloads, 4 callers, through the
+// socket (copy) and in sealed memfds (shared).
+//
+//	go test ./rpc -run '^$' -bench Large -benchtime 20x
+func BenchmarkLarge(b *testing.B) {
+	for _, n := range []int{1 << 20, 16 << 20} {
+		for _, mode := range []string{"copy", "shared"} {
+			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
+				so := ServerOptions{Settings: filesSettings()}
+				co := ClientOptions{Settings: filesSettings()}
+				if mode == "shared" {
+					so.SharedThreshold, co.SharedThreshold = 256<<10, 256<<10
+				}
+				c := sharedPair(b, so, co)
+				ctx := context.Background()
+				b.SetBytes(int64(n))
+				b.SetParallelism(2) // 4 callers on GOMAXPROCS 2
+				b.RunParallel(func(pb *testing.PB) {
+					req := make([]byte, n)
+					var out []byte
+					for pb.Next() {
+						if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }

@@ -93,11 +93,16 @@ func (st *Stream) SendFiles(ctx context.Context, msg []byte, fds []int, end bool
 	return st.sendFiles(ctx, blk, msg, fds, end, nil)
 }
 
-// sendShared sends msg in a sealed memfd.
+// sendShared sends msg in a sealed memfd: the one it was received in,
+// if it is a whole shared message received (sent on unchanged), else a
+// new one.
 func (st *Stream) sendShared(ctx context.Context, msg []byte, end bool, tail []byte) error {
-	fd, err := shm.NewSealed(msg)
-	if err != nil {
-		return err
+	fd, ok := shm.DupOf(msg)
+	if !ok {
+		var err error
+		if fd, err = shm.NewSealed(msg); err != nil {
+			return err
+		}
 	}
 	fds := []int{fd}
 	defer shm.CloseAll(fds)
@@ -205,9 +210,9 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 	var b *pool.Buf
 	switch blk.Kind {
 	case shm.KindShared:
-		b, err = s.mapShared(fds[0], blk.Length)
-		shm.CloseAll(fds) // the mapping, if any, keeps the file
+		b, err = s.mapShared(fds[0], blk.Length, s.client)
 		if err != nil {
+			shm.CloseAll(fds)
 			s.grantConn(n)
 			st.reject(err)
 			return nil
@@ -234,7 +239,11 @@ func closeFiles(b *pool.Buf) {
 
 // mapShared checks and maps a shared message, within MaxMessageSize and
 // the session's bound on mapped bytes.
-func (s *Session) mapShared(fd int, length uint64) (*pool.Buf, error) {
+// A client maps with MAP_POPULATE: its reply is usually copied out at
+// once. A server leaves the pages to the handler's first touch (a message
+// sent on unchanged is never touched). The memfd stays open with the
+// mapping (shm.Register) so that the message can be sent on as it is.
+func (s *Session) mapShared(fd int, length uint64, populate bool) (*pool.Buf, error) {
 	if length > uint64(s.local.MaxMessageSize) {
 		return nil, &wire.MessageTooLargeError{Size: int64(length), Limit: int64(s.local.MaxMessageSize)}
 	}
@@ -242,13 +251,15 @@ func (s *Session) mapShared(fd int, length uint64) (*pool.Buf, error) {
 		s.fs.held.Add(-int64(length))
 		return nil, fmt.Errorf("warren: shared messages of %d bytes mapped, limit %d", held, s.fs.maxShared)
 	}
-	m, err := shm.Map(fd, length)
+	m, err := shm.Map(fd, length, populate)
 	if err != nil {
 		s.fs.held.Add(-int64(length))
 		return nil, err
 	}
+	shm.Register(m, fd)
 	b := pool.Borrow(m)
 	b.Free = func(b *pool.Buf) {
+		shm.CloseAll([]int{shm.Unregister(b.B)})
 		shm.Unmap(b.B)
 		s.fs.held.Add(-int64(len(b.B)))
 		b.B = nil

@@ -53,7 +53,7 @@ func fill(fd int, msg []byte) error {
 // exactly length, then maps it read-only. It checks before it maps, so
 // that the file can neither change nor shrink under the mapping (a read
 // past the end of a shrunk file would raise SIGBUS). fd is not closed.
-func Map(fd int, length uint64) ([]byte, error) {
+func Map(fd int, length uint64, populate bool) ([]byte, error) {
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
@@ -74,7 +74,11 @@ func Map(fd int, length uint64) ([]byte, error) {
 	if length > 1<<40 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrRefused, length)
 	}
-	b, err := unix.Mmap(fd, 0, int(length), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	flags := unix.MAP_SHARED
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(fd, 0, int(length), unix.PROT_READ, flags)
 	if err != nil {
 		return nil, fmt.Errorf("mmap shared message: %w", err)
 	}
@@ -83,6 +87,9 @@ func Map(fd int, length uint64) ([]byte, error) {
 
 // Unmap unmaps a mapping of Map.
 func Unmap(b []byte) { unix.Munmap(b) }
+
+// Dup returns a duplicate of fd (close-on-exec).
+func Dup(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
 
 // CloseAll closes fds.
 func CloseAll(fds []int) {
