@@ -66,7 +66,7 @@ type Params struct {
 	LargeCallers  int
 	LargeCalls    int
 	LargeMinTime  time.Duration
-	Reps         int
+	Reps          int
 }
 
 var (
