@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -270,6 +271,9 @@ type callOptions struct {
 	header  *Metadata
 	trailer *Metadata
 	codec   codec.Codec
+
+	files     []*os.File  // WithFiles
+	recvFiles *[]*os.File // ReceiveFiles
 }
 
 // gatherOptions applies opts to a fresh callOptions. It is kept apart from
@@ -362,8 +366,16 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
 		into = *rb
 	}
-	st, err := s.Open(ctx, mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into})
+	var st *mux.Stream
+	if call := (mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into}); o.files == nil {
+		st, err = s.Open(ctx, call)
+	} else {
+		st, err = sendWithFiles(ctx, s, call, o.files)
+	}
 	if err != nil {
+		if errors.Is(err, ErrNoFiles) {
+			return false, err
+		}
 		return drained(err) || isConnErr(err), callError(err)
 	}
 	defer st.Release()
@@ -385,6 +397,10 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 			return false, status.Errorf(status.Internal, "%s: more than one reply message", method)
 		}
 		got = true
+		if buf.Files != nil && o.recvFiles != nil {
+			*o.recvFiles = toFiles(buf.Files)
+			buf.Files = nil
+		}
 		err = cd.Unmarshal(buf.B, resp)
 		pool.Put(buf)
 		if err != nil {

@@ -333,3 +333,20 @@ func (st *Stream) onWhole(h wire.Header, b *pool.Buf) error {
 	}
 	return nil
 }
+
+// finishFiles is Finish for a reply with descriptors: the reply metadata,
+// the message with its descriptors, then the trailers. Descriptors that
+// cannot be sent end the call with FailedPrecondition.
+func (st *Stream) finishFiles(ctx context.Context, r Reply) error {
+	if r.Header != nil {
+		if err := st.SendHeader(r.Header); err != nil {
+			st.finished()
+			return err
+		}
+	}
+	if err := st.SendFiles(ctx, r.Msg, r.Files, false); err != nil {
+		st.Refuse(status.FailedPrecondition, "reply not sent: "+err.Error())
+		return err
+	}
+	return st.Finish(ctx, Reply{Code: r.Code, Message: r.Message, Details: r.Details, Trailer: r.Trailer})
+}
