@@ -57,6 +57,7 @@ func ExampleReplyFiles() {
 	// A listening socket travels the same way: its *os.File (from
 	// (*net.TCPListener).File) in ReplyFiles, and net.FileListener on the
 	// other side.
+
 	// Output:
 	// ok: the key is 42
 }
