@@ -71,7 +71,9 @@ type ServerOptions struct {
 	// SharedThreshold, if positive, sends messages of at least this many
 	// bytes (16 KiB at least) in sealed memfds instead of through the
 	// socket, on unix sockets (not in event-loop mode) where both sides set Settings.MaxFiles (see
-	// PROTOCOL.md, "Descriptors and shared messages"). MaxSharedBytes
+	// PROTOCOL.md, "Descriptors and shared messages"). A shared request
+	// reaches a HandleRaw handler as a read-only mapping, valid until the
+	// handler returns: a handler must not keep it. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once
 	// on one connection; 0 means 1 GiB.
 	SharedThreshold int

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -138,4 +140,64 @@ func BenchmarkLarge(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestSharedStream: stream messages over the threshold travel shared both
+// ways, and nothing stays mapped or open.
+func TestSharedStream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10}
+	srv := NewServer(&opts)
+	HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
+		var m []byte
+		for {
+			if err := st.RecvMsg(&m); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			if err := st.Send(&m); err != nil {
+				return err
+			}
+		}
+	})
+	go srv.Serve(l)
+	defer srv.Close()
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c, err := Dial("unix://"+path, &ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := NewStream[[]byte, []byte](ctx, c, "T.Stream", WithCodec(codec.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{100, 1 << 20, 3 << 20, 64 << 10} {
+		msg := bytes.Repeat([]byte{byte(i + 1)}, n)
+		if err := cs.Send(&msg); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := cs.RecvMsg(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("message %d of %d bytes differs", i, n)
+		}
+	}
+	cs.CloseSend()
+	var m []byte
+	if err := cs.RecvMsg(&m); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+	cs.Close()
+	c.Close()
+	checkNoLeak(t, fds, maps, 1)
 }

@@ -258,10 +258,10 @@ func (s *Session) mapShared(fd int, length uint64, populate bool) (*pool.Buf, er
 	}
 	shm.Register(m, fd)
 	b := pool.Borrow(m)
-	b.Free = func(b *pool.Buf) {
-		shm.CloseAll([]int{shm.Unregister(b.B)})
-		shm.Unmap(b.B)
-		s.fs.held.Add(-int64(len(b.B)))
+	b.Free = func(b *pool.Buf) { // m, not b.B: whatever b holds now, m is what was mapped
+		shm.CloseAll([]int{shm.Unregister(m)})
+		shm.Unmap(m)
+		s.fs.held.Add(-int64(len(m)))
 		b.B = nil
 	}
 	return &b, nil
