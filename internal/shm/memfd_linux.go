@@ -54,25 +54,8 @@ func fill(fd int, msg []byte) error {
 // that the file can neither change nor shrink under the mapping (a read
 // past the end of a shrunk file would raise SIGBUS). fd is not closed.
 func Map(fd int, length uint64, populate bool) ([]byte, error) {
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
-	}
-	if seals&Seals != Seals {
-		return nil, fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("%w: fstat: %v", ErrRefused, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%w: not a regular file", ErrRefused)
-	}
-	if st.Size < 0 || uint64(st.Size) != length {
-		return nil, fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
-	}
-	if length > 1<<40 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrRefused, length)
+	if err := Check(fd, length); err != nil {
+		return nil, err
 	}
 	flags := unix.MAP_SHARED
 	if populate {
@@ -83,6 +66,54 @@ func Map(fd int, length uint64, populate bool) ([]byte, error) {
 		return nil, fmt.Errorf("mmap shared message: %w", err)
 	}
 	return b, nil
+}
+
+// Check checks that fd is a memfd sealed with at least Seals whose size
+// is exactly length.
+func Check(fd int, length uint64) error {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
+	}
+	if seals&Seals != Seals {
+		return fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%w: fstat: %v", ErrRefused, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w: not a regular file", ErrRefused)
+	}
+	if st.Size < 0 || uint64(st.Size) != length {
+		return fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
+	}
+	if length > 1<<40 {
+		return fmt.Errorf("%w: %d bytes", ErrRefused, length)
+	}
+	return nil
+}
+
+// ReadSealed checks fd as Check does for len(dst) bytes, then reads the
+// whole file into dst (pread: no mapping to make and undo).
+func ReadSealed(fd int, dst []byte) error {
+	if err := Check(fd, uint64(len(dst))); err != nil {
+		return err
+	}
+	for off := 0; off < len(dst); {
+		n, err := unix.Pread(fd, dst[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read shared message: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: file shorter than its size", ErrRefused)
+		}
+		off += n
+	}
+	return nil
 }
 
 // Unmap unmaps a mapping of Map.
