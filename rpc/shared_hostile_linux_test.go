@@ -46,10 +46,14 @@ func dialRawFiles(t *testing.T, c *Client) *rawFilesConn {
 // call opens a call of T.Sum and sends one DATA frame with payload and
 // fds, flagged FlagFiles unless plain is set.
 func (r *rawFilesConn) call(payload []byte, fds []int, flags wire.Flags) uint32 {
+	return r.callMethod("T.Sum", payload, fds, flags)
+}
+
+func (r *rawFilesConn) callMethod(method string, payload []byte, fds []int, flags wire.Flags) uint32 {
 	r.t.Helper()
 	id := r.id
 	r.id += 2
-	b := wire.AppendFrame(nil, id, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "T.Sum", codec.IDRaw, 0, nil))
+	b := wire.AppendFrame(nil, id, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, method, codec.IDRaw, 0, nil))
 	b = wire.AppendFrame(b, id, wire.TypeData, flags|wire.FlagEnd, payload)
 	var oob []byte
 	if len(fds) > 0 {
@@ -241,4 +245,38 @@ func TestFilesHostileConn(t *testing.T) {
 	if err := c.Invoke(ctx, "T.Sum", &in, &out); err != nil { // the server survived
 		t.Fatal(err)
 	}
+}
+
+// TestFilesHeldBound: descriptors held by messages not yet released are
+// bounded per connection (4 x MaxFiles, at least 64): the message over the
+// bound is refused with ResourceExhausted, and all are closed in the end.
+func TestFilesHeldBound(t *testing.T) {
+	c := sharedPair(t, ServerOptions{Settings: filesSettings()}, ClientOptions{Settings: filesSettings()})
+	ctx := context.Background()
+	var out []byte
+	in := []byte{1}
+	if err := c.Invoke(ctx, "T.Sum", &in, &out); err != nil {
+		t.Fatal(err)
+	}
+	before := countFDs(t)
+	r := dialRawFiles(t, c)
+	var last uint32
+	for range 5 { // 5 x 16 = 80 > 64
+		fds := make([]int, 16)
+		for i := range fds {
+			fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fds[i] = fd
+		}
+		last = r.callMethod("T.Block", []byte{16, shm.KindFiles}, fds, wire.FlagFiles)
+		shm.CloseAll(fds)
+	}
+	tr, err := r.trailer(last)
+	if err != nil || tr.Code != 8 {
+		t.Fatalf("over the bound: %v, status %d %q", err, tr.Code, tr.Message)
+	}
+	r.uc.Close()
+	checkNoLeak(t, before, 0, 0)
 }

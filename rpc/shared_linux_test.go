@@ -55,6 +55,10 @@ func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Cli
 		}
 		return []byte{s}, nil
 	})
+	HandleRaw(srv, "T.Block", func(ctx context.Context, req []byte) ([]byte, error) {
+		<-ctx.Done() // holds its request (and what came with it) until canceled
+		return nil, ctx.Err()
+	})
 	go srv.Serve(l)
 	c, err := Dial("unix://"+path, &cliOpts)
 	if err != nil {

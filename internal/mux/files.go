@@ -29,8 +29,13 @@ type fileState struct {
 	conn      *shm.Conn // the connection, when this side receives descriptors
 	sharedMin int       // messages of at least this size go shared; 0: never
 	maxShared int64
-	held      atomic.Int64 // bytes of shared messages mapped
+	held      atomic.Int64 // bytes of shared messages mapped, in whole pages
+	maxHeld   int64        // descriptors messages may hold until released
+	heldFDs   atomic.Int64 // descriptors held by received messages not yet released
 }
+
+// pageRound is n rounded up to whole pages: what a mapping takes.
+func pageRound(n uint64) int64 { return int64((n + 4095) &^ 4095) }
 
 // wrapFiles makes the session receive descriptors if its settings
 // announce MaxFiles and conn is a unix socket; otherwise it announces
@@ -40,13 +45,15 @@ func (s *Session) wrapFiles(conn net.Conn) {
 		return
 	}
 	per := int(s.local.MaxFiles)
-	c := shm.Wrap(conn, per, max(4*per, 64))
+	bound := max(4*per, 64)
+	c := shm.Wrap(conn, per, bound)
 	if c == nil {
 		s.local.MaxFiles = 0
 		return
 	}
 	s.fs.conn = c
 	s.conn = c
+	s.fs.maxHeld = int64(bound)
 	s.fs.maxShared = s.cfg.MaxShared
 	if s.fs.maxShared <= 0 {
 		s.fs.maxShared = DefaultMaxShared
@@ -207,6 +214,16 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 		s.grantConn(n)
 		return nil
 	}
+	// Every message with descriptors (a shared one keeps its memfd open
+	// with its mapping) counts until released, so that a peer cannot make
+	// this side hold descriptors without bound.
+	if held := s.fs.heldFDs.Add(int64(len(fds))); held > s.fs.maxHeld {
+		s.fs.heldFDs.Add(-int64(len(fds)))
+		shm.CloseAll(fds)
+		s.grantConn(n)
+		st.tooLarge(&wire.MessageTooLargeError{Size: held, Limit: s.fs.maxHeld})
+		return nil
+	}
 	var b *pool.Buf
 	switch blk.Kind {
 	case shm.KindShared:
@@ -219,6 +236,9 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 		} else {
 			shm.CloseAll(fds)
 		}
+		if b == nil || b.Free == nil {
+			s.fs.heldFDs.Add(-1) // not kept: read, or refused
+		}
 		if err != nil {
 			s.grantConn(n)
 			st.reject(err)
@@ -227,6 +247,7 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 	default:
 		if uint32(len(rest)) > s.local.MaxMessageSize {
 			shm.CloseAll(fds)
+			s.fs.heldFDs.Add(-int64(len(fds)))
 			s.grantConn(n)
 			st.tooLarge(&wire.MessageTooLargeError{Size: int64(len(rest)), Limit: int64(s.local.MaxMessageSize)})
 			return nil
@@ -234,7 +255,11 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 		m := pool.Borrow(append([]byte(nil), rest...))
 		b = &m
 		b.Files = fds
-		b.Free = closeFiles
+		k := int64(len(fds))
+		b.Free = func(b *pool.Buf) {
+			closeFiles(b)
+			s.fs.heldFDs.Add(-k)
+		}
 	}
 	return st.onWhole(h, b)
 }
@@ -273,13 +298,14 @@ func (s *Session) mapShared(fd int, length uint64, populate bool) (*pool.Buf, er
 	if length > uint64(s.local.MaxMessageSize) {
 		return nil, &wire.MessageTooLargeError{Size: int64(length), Limit: int64(s.local.MaxMessageSize)}
 	}
-	if held := s.fs.held.Add(int64(length)); held > s.fs.maxShared {
-		s.fs.held.Add(-int64(length))
-		return nil, fmt.Errorf("warren: shared messages of %d bytes mapped, limit %d", held, s.fs.maxShared)
+	size := pageRound(length)
+	if held := s.fs.held.Add(size); held > s.fs.maxShared {
+		s.fs.held.Add(-size)
+		return nil, &wire.MessageTooLargeError{Size: held, Limit: s.fs.maxShared}
 	}
 	m, err := shm.Map(fd, length, populate)
 	if err != nil {
-		s.fs.held.Add(-int64(length))
+		s.fs.held.Add(-size)
 		return nil, err
 	}
 	shm.Register(m, fd)
@@ -287,7 +313,8 @@ func (s *Session) mapShared(fd int, length uint64, populate bool) (*pool.Buf, er
 	b.Free = func(b *pool.Buf) { // m, not b.B: whatever b holds now, m is what was mapped
 		shm.CloseAll([]int{shm.Unregister(m)})
 		shm.Unmap(m)
-		s.fs.held.Add(-int64(len(m)))
+		s.fs.held.Add(-size)
+		s.fs.heldFDs.Add(-1)
 		b.B = nil
 	}
 	return &b, nil
