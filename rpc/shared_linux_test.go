@@ -55,6 +55,9 @@ func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Cli
 		}
 		return []byte{s}, nil
 	})
+	HandleRaw(srv, "T.Mapped", func(ctx context.Context, req []byte) ([]byte, error) {
+		return []byte{byte(countMemfdMaps(t))}, nil // the request's mapping, if it came shared
+	})
 	HandleRaw(srv, "T.Block", func(ctx context.Context, req []byte) ([]byte, error) {
 		<-ctx.Done() // holds its request (and what came with it) until canceled
 		return nil, ctx.Err()
@@ -91,9 +94,12 @@ func TestSharedEcho(t *testing.T) {
 		if !bytes.Equal(out, req) {
 			t.Fatalf("%d bytes: echo differs", n)
 		}
-		var sum []byte
-		if err := c.Invoke(ctx, "T.Sum", &req, &sum); err != nil {
+		var mapped []byte
+		if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if shared := n >= 64<<10; (mapped[0] > 0) != shared {
+			t.Fatalf("%d bytes: %d memfd mappings in the handler, shared %v", n, mapped[0], shared)
 		}
 	}
 	c.Close()
