@@ -21,7 +21,7 @@ func filesPair(t *testing.T, network string) (*Client, *atomic.Int32) {
 	var l net.Listener
 	var err error
 	addr := ""
-	if network == "unix" {
+	if network == "unix" || network == "unix-loop" {
 		path := filepath.Join(t.TempDir(), "f.sock")
 		l, err = net.Listen("unix", path)
 		addr = "unix://" + path
@@ -35,7 +35,7 @@ func filesPair(t *testing.T, network string) (*Client, *atomic.Int32) {
 		t.Fatal(err)
 	}
 	calls := new(atomic.Int32)
-	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1})
+	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1, EventLoop: network == "unix-loop"})
 	HandleRaw(srv, "F.Read", func(ctx context.Context, req []byte) ([]byte, error) {
 		calls.Add(1)
 		var out []byte
@@ -147,6 +147,15 @@ func TestFilesRefusedAtOnce(t *testing.T) {
 		t.Fatalf("reply files over tcp: %v", err)
 	}
 	if n := calls.Load(); n != 1 { // F.Open only: nothing of F.Read was sent
+		t.Fatalf("%d calls reached the server", n)
+	}
+
+	// The event loop reads with read(2): it announces no MaxFiles.
+	cl, calls := filesPair(t, "unix-loop")
+	if err := cl.Invoke(ctx, "F.Read", &in, &out, WithFiles(f)); !errors.Is(err, ErrNoFiles) {
+		t.Fatalf("files to an event-loop server: %v, want ErrNoFiles", err)
+	}
+	if n := calls.Load(); n != 0 {
 		t.Fatalf("%d calls reached the server", n)
 	}
 
