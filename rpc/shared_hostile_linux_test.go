@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +280,67 @@ func TestFilesHeldBound(t *testing.T) {
 	}
 	r.uc.Close()
 	checkNoLeak(t, before, 0, 0)
+}
+
+// TestSharedHostileReply: a server replying with an unsealed memfd fails
+// the call with a clear error; the caller keeps nothing open or mapped.
+func TestSharedHostileReply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan error, 1)
+	go func() {
+		uc, err := l.AcceptUnix()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer uc.Close()
+		if _, err := wire.ReadPreface(uc); err != nil {
+			served <- err
+			return
+		}
+		uc.Write(wire.AppendPreface(nil, wire.Settings{MaxFiles: 16}))
+		for { // the request: up to its DATA with END
+			var hb [wire.HeaderSize]byte
+			if _, err := io.ReadFull(uc, hb[:]); err != nil {
+				served <- err
+				return
+			}
+			h, _ := wire.ParseHeader(hb[:])
+			if _, err := io.ReadFull(uc, make([]byte, h.Length)); err != nil {
+				served <- err
+				return
+			}
+			if h.Type == wire.TypeData && h.Flags&wire.FlagEnd != 0 {
+				break
+			}
+		}
+		fd := memfd(t, 1<<20, 0) // not sealed
+		b := wire.AppendFrame(nil, 1, wire.TypeData, wire.FlagFiles, sharedBlock(1<<20))
+		b = wire.AppendFrame(b, 1, wire.TypeTrailers, wire.FlagEnd, wire.AppendTrailer(nil, 0, "", nil, nil))
+		_, _, err = uc.WriteMsgUnix(b, unix.UnixRights(fd), nil)
+		unix.Close(fd)
+		io.Copy(io.Discard, uc) // until the client goes
+		served <- err
+	}()
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c, err := Dial("unix://"+path, &ClientOptions{Settings: filesSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []byte("x")
+	out := make([]byte, 0, 2<<20) // lent memory: the reply would be read into it
+	err = c.Invoke(context.Background(), "T.Echo", &in, &out)
+	if err == nil || !strings.Contains(err.Error(), "seals") {
+		t.Fatalf("reply in an unsealed memfd: %v", err)
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeak(t, fds, maps, 0)
 }
