@@ -227,19 +227,10 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 	var b *pool.Buf
 	switch blk.Kind {
 	case shm.KindShared:
-		b, err = st.readShared(fds[0], blk.Length)
-		if b == nil && err == nil {
-			b, err = s.mapShared(fds[0], blk.Length, s.client) // on success the mapping keeps fds[0]
-			if err != nil {
-				shm.CloseAll(fds)
-			}
-		} else {
-			shm.CloseAll(fds)
-		}
-		if b == nil || b.Free == nil {
-			s.fs.heldFDs.Add(-1) // not kept: read, or refused
-		}
+		b, err = s.mapShared(fds[0], blk.Length, s.client) // on success the mapping keeps fds[0]
 		if err != nil {
+			shm.CloseAll(fds)
+			s.fs.heldFDs.Add(-1)
 			s.grantConn(n)
 			st.reject(err)
 			return nil
@@ -267,25 +258,6 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 func closeFiles(b *pool.Buf) {
 	shm.CloseAll(b.Files)
 	b.Files = nil
-}
-
-// readShared reads a shared message straight into the memory a caller
-// lent (RecvInto), if it fits: one copy, and no mapping to make and undo.
-// It returns nil and no error when no such memory is offered.
-func (st *Stream) readShared(fd int, length uint64) (*pool.Buf, error) {
-	if !st.s.client || length > uint64(st.s.local.MaxMessageSize) {
-		return nil, nil
-	}
-	st.mu.Lock()
-	b := st.takeOfferLocked(int(length))
-	st.mu.Unlock()
-	if b == nil {
-		return nil, nil
-	}
-	if err := shm.ReadSealed(fd, b.B); err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // mapShared checks and maps a shared message, within MaxMessageSize and

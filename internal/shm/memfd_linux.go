@@ -94,28 +94,6 @@ func Check(fd int, length uint64) error {
 	return nil
 }
 
-// ReadSealed checks fd as Check does for len(dst) bytes, then reads the
-// whole file into dst (pread: no mapping to make and undo).
-func ReadSealed(fd int, dst []byte) error {
-	if err := Check(fd, uint64(len(dst))); err != nil {
-		return err
-	}
-	for off := 0; off < len(dst); {
-		n, err := unix.Pread(fd, dst[off:], int64(off))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read shared message: %w", err)
-		}
-		if n == 0 {
-			return fmt.Errorf("%w: file shorter than its size", ErrRefused)
-		}
-		off += n
-	}
-	return nil
-}
-
 // Unmap unmaps a mapping of Map.
 func Unmap(b []byte) { unix.Munmap(b) }
 

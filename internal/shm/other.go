@@ -25,7 +25,6 @@ func (c *Conn) Queued() int                                    { return 0 }
 func (c *Conn) WriteFiles(b []byte, fds []int) (int, error)    { return 0, ErrDescriptors }
 func NewSealed(msg []byte) (int, error)                        { return -1, errNoMemfd }
 func Map(fd int, length uint64, populate bool) ([]byte, error) { return nil, errNoMemfd }
-func ReadSealed(fd int, dst []byte) error                      { return errNoMemfd }
 func Dup(fd int) (int, error)                                  { return -1, errNoMemfd }
 func Unmap(b []byte)                                           {}
 func CloseAll(fds []int)                                       {}
