@@ -24,7 +24,7 @@ import (
 type Warren struct{ Memfd bool }
 
 // SharedThreshold is warren-memfd's rpc SharedThreshold.
-const SharedThreshold = 16 << 20
+const SharedThreshold = 32 << 20
 
 func (w Warren) Name() string {
 	if w.Memfd {
