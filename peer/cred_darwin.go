@@ -2,12 +2,12 @@ package peer
 
 import "golang.org/x/sys/unix"
 
-func readCred(fd int) (Cred, error) {
+func readCred(fd int) (cred, error) {
 	x, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
 	if err != nil {
-		return Cred{}, err
+		return cred{}, err
 	}
-	c := Cred{UID: int(x.Uid), GID: -1}
+	c := cred{UID: int(x.Uid), GID: -1}
 	if x.Ngroups > 0 {
 		c.GID = int(x.Groups[0])
 	}

@@ -2,10 +2,10 @@ package peer
 
 import "golang.org/x/sys/unix"
 
-func readCred(fd int) (Cred, error) {
+func readCred(fd int) (cred, error) {
 	u, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return Cred{}, err
+		return cred{}, err
 	}
-	return Cred{UID: int(u.Uid), GID: int(u.Gid), PID: int(u.Pid)}, nil
+	return cred{UID: int(u.Uid), GID: int(u.Gid), PID: int(u.Pid)}, nil
 }

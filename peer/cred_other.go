@@ -2,4 +2,4 @@
 
 package peer
 
-func readCred(int) (Cred, error) { return Cred{}, ErrNoCred }
+func readCred(int) (cred, error) { return cred{}, ErrNoCred }

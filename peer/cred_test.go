@@ -19,21 +19,20 @@ func TestReadCred(t *testing.T) {
 	client, server := testutil.UnixPair(t)
 	for name, c := range map[string]net.Conn{"server side": server, "client side": client} {
 		t.Run(name, func(t *testing.T) {
-			cred, err := peer.ReadCred(c)
-			if err != nil {
+			var p peer.Peer
+			if err := peer.ReadCred(c, &p); err != nil {
 				t.Fatal(err)
 			}
-			want := peer.Cred{UID: os.Geteuid(), GID: os.Getegid(), PID: os.Getpid()}
-			if cred != want {
-				t.Errorf("ReadCred = %+v, want %+v", cred, want)
+			if !p.HasCred || p.UID != os.Geteuid() || p.GID != os.Getegid() || p.PID != os.Getpid() {
+				t.Errorf("ReadCred = %+v, want uid %d gid %d pid %d", p, os.Geteuid(), os.Getegid(), os.Getpid())
 			}
 		})
 	}
 	t.Run("through NetConn", func(t *testing.T) {
 		// A tls.Conn is never handshaken here: ReadCred only unwraps it.
-		cred, err := peer.ReadCred(tls.Client(client, &tls.Config{}))
-		if err != nil || cred.PID != os.Getpid() {
-			t.Fatalf("ReadCred(tls.Conn) = %+v, %v", cred, err)
+		var p peer.Peer
+		if err := peer.ReadCred(tls.Client(client, &tls.Config{}), &p); err != nil || p.PID != os.Getpid() {
+			t.Fatalf("ReadCred(tls.Conn) = %+v, %v", p, err)
 		}
 	})
 }
@@ -53,7 +52,7 @@ func TestReadCredNotUnix(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	for name, conn := range map[string]net.Conn{"tcp": c, "pipe": a, "nil": nil} {
-		if _, err := peer.ReadCred(conn); !errors.Is(err, peer.ErrNoCred) {
+		if err := peer.ReadCred(conn, &peer.Peer{}); !errors.Is(err, peer.ErrNoCred) {
 			t.Errorf("%s: ReadCred error = %v, want ErrNoCred", name, err)
 		}
 	}

@@ -59,6 +59,8 @@ type serverCall struct {
 	header     Metadata
 	trailer    Metadata
 	headerSent bool // a streaming call sent its reply headers
+
+	fx *callFiles // files of the request or reply, if any (files.go)
 }
 
 var _ context.Context = (*serverCall)(nil)
@@ -206,6 +208,9 @@ func (c *serverCall) run() {
 		}
 		return // canceled or connection lost: no one to answer
 	}
+	if req.Files != nil {
+		c.fx = &callFiles{req: req}
+	}
 	scratch := pool.Get(512)
 	out, herr := c.invoke(req.B, scratch.B[:0])
 	if herr != nil {
@@ -215,6 +220,10 @@ func (c *serverCall) run() {
 	}
 	pool.Put(req)     // after finish: a raw reply may alias the request
 	pool.Put(scratch) // finish copied the reply out of it
+	if c.fx != nil {
+		closeFDs(c.fx.reply)
+		c.fx = nil
+	}
 }
 
 // invoke calls the handler, turning a panic into an Internal error.
@@ -237,7 +246,11 @@ func (c *serverCall) finish(msg []byte, se *status.Error) {
 	}
 	var err error
 	if se == nil {
-		err = c.st.Finish(c, mux.Reply{Header: header, Msg: msg, HasMsg: true, Code: status.OK, Trailer: trailer})
+		r := mux.Reply{Header: header, Msg: msg, HasMsg: true, Code: status.OK, Trailer: trailer}
+		if c.fx != nil {
+			r.Files = c.fx.reply
+		}
+		err = c.st.Finish(c, r)
 	} else {
 		err = c.st.Finish(c, mux.Reply{Header: header, Code: se.Code, Message: se.Message, Details: se.Details, Trailer: trailer})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,14 @@ type ClientOptions struct {
 	Token string
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// SharedThreshold, if positive, sends messages of at least this many
+	// bytes (16 KiB at least) in sealed memfds instead of through the
+	// socket, on unix sockets where both sides set Settings.MaxFiles (see
+	// PROTOCOL.md, "Descriptors and shared messages"). MaxSharedBytes
+	// bounds the bytes of such messages received and held mapped at once
+	// on one connection; 0 means 1 GiB.
+	SharedThreshold int
+	MaxSharedBytes  int64
 }
 
 // Client calls methods on one server address over a single multiplexed
@@ -268,7 +277,8 @@ func (c *Client) connect(ctx context.Context) (*mux.Session, error) {
 	// answers must not hold a call past its deadline. Closing the
 	// connection ends the preface exchange whatever deadline mux set.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	s, err := mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout})
+	s, err := mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout,
+		SharedMin: c.opts.SharedThreshold, MaxShared: c.opts.MaxSharedBytes})
 	if !stop() {
 		if s != nil {
 			s.Close()
@@ -303,6 +313,9 @@ type callOptions struct {
 	header  *Metadata
 	trailer *Metadata
 	codec   codec.Codec
+
+	files     []*os.File  // WithFiles
+	recvFiles *[]*os.File // ReceiveFiles
 }
 
 // gatherOptions applies opts to a fresh callOptions. It is kept apart from
@@ -395,8 +408,16 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
 		into = *rb
 	}
-	st, err := s.Open(ctx, mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into})
+	var st *mux.Stream
+	if call := (mux.Call{Method: method, Codec: cd.ID(), Timeout: timeout, Metadata: o.md.pairs(), Msg: data, End: true, Recv: into}); o.files == nil {
+		st, err = s.Open(ctx, call)
+	} else {
+		st, err = sendWithFiles(ctx, s, call, o.files)
+	}
 	if err != nil {
+		if errors.Is(err, mux.ErrNoFiles) {
+			return false, err
+		}
 		return drained(err) || isConnErr(err), callError(err)
 	}
 	defer st.Release()
@@ -418,6 +439,10 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 			return false, status.Errorf(status.Internal, "%s: more than one reply message", method)
 		}
 		got = true
+		if buf.Files != nil && o.recvFiles != nil {
+			*o.recvFiles = toFiles(buf.Files)
+			buf.Files = nil
+		}
 		err = cd.Unmarshal(buf.B, resp)
 		pool.Put(buf)
 		if err != nil {

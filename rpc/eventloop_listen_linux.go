@@ -77,6 +77,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		return false, nil
 	}
 	local := s.opts.Settings.WithDefaults()
+	local.MaxFiles = 0 // the loop reads with read(2): descriptors are not received
 	if local.Validate() != nil {
 		return false, nil // every connection fails its handshake: as the goroutine mode does
 	}

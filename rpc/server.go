@@ -76,6 +76,16 @@ type ServerOptions struct {
 	NoInline bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
+	// SharedThreshold, if positive, sends messages of at least this many
+	// bytes (16 KiB at least) in sealed memfds instead of through the
+	// socket, on unix sockets (not in event-loop mode) where both sides set Settings.MaxFiles (see
+	// PROTOCOL.md, "Descriptors and shared messages"). A shared request
+	// reaches a HandleRaw handler as a read-only mapping, valid until the
+	// handler returns: a handler must not keep it. MaxSharedBytes
+	// bounds the bytes of such messages received and held mapped at once
+	// on one connection; 0 means 1 GiB.
+	SharedThreshold int
+	MaxSharedBytes  int64
 	// EventLoop serves the connections of unix and tcp listeners from an
 	// epoll event loop (Linux): an idle connection then holds no goroutine
 	// and no buffer, only a record of about 100 bytes, and every call runs
@@ -367,9 +377,7 @@ func peerOf(conn net.Conn) *peer.Peer {
 		}
 	}
 	p := &peer.Peer{Network: conn.LocalAddr().Network(), LocalAddr: conn.LocalAddr(), RemoteAddr: conn.RemoteAddr()}
-	if cred, err := peer.ReadCred(conn); err == nil {
-		p.HasCred, p.UID, p.GID, p.PID = true, cred.UID, cred.GID, cred.PID
-	}
+	peer.ReadCred(conn, p)
 	return p
 }
 
@@ -446,6 +454,8 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	cfg := &mux.Config{
 		Settings:         s.opts.Settings,
 		HandshakeTimeout: s.handshakeTimeout(),
+		SharedMin:        s.opts.SharedThreshold,
+		MaxShared:        s.opts.MaxSharedBytes,
 		NewStream: func() *mux.Stream {
 			c := new(serverCall)
 			c.st.Owner = c

@@ -256,9 +256,10 @@ func (c *serverCall) invokeStream() (err error) {
 // back to the pool. A raw message for a *[]byte is not copied: the two
 // swap buffers, so m's old buffer is the one the pool gets back and a
 // caller that reuses m receives every message without a copy or an
-// allocation.
+// allocation. A buffer that is not the pool's (a shared message's
+// mapping) is copied, and released.
 func unmarshalInto(cd codec.Codec, buf *pool.Buf, m any) error {
-	if p, ok := m.(*[]byte); ok && cd.ID() == codec.IDRaw {
+	if p, ok := m.(*[]byte); ok && cd.ID() == codec.IDRaw && buf.Free == nil {
 		*p, buf.B = buf.B, (*p)[:0]
 		pool.Put(buf)
 		return nil

@@ -31,16 +31,16 @@ const (
 )
 
 const (
-	// DefaultMaxFrameSize is the MaxFrameSize a Stream advertises by
+	// defaultMaxFrameSize is the MaxFrameSize a Stream advertises by
 	// default: twice wire.DefaultMaxFrameSize, because a plain stream has
 	// no other streams to interleave with, and larger frames mean fewer
 	// system calls (1 MiB messages over a Unix socket go about 1.4 times
 	// as fast as with 64 KiB frames).
-	DefaultMaxFrameSize = 128 << 10
+	defaultMaxFrameSize = 128 << 10
 	// defaultHandshakeTimeout bounds the preface exchange in New.
 	defaultHandshakeTimeout = 10 * time.Second
-	// DefaultCloseTimeout bounds Close.
-	DefaultCloseTimeout = 5 * time.Second
+	// defaultCloseTimeout bounds Close.
+	defaultCloseTimeout = 5 * time.Second
 
 	// keepBuffer is the largest reassembly or encoding buffer a Stream keeps
 	// for the next message; larger ones are let go after use.
@@ -59,7 +59,7 @@ type Options struct {
 	// wire.DefaultMaxMessageSize (4 MiB); at most 1 GiB.
 	MaxMessageSize uint32
 	// MaxFrameSize is the largest frame payload this side accepts; larger
-	// messages arrive in chunks. 0 means DefaultMaxFrameSize (128 KiB); the
+	// messages arrive in chunks. 0 means 128 KiB; the
 	// allowed range is 1 KiB to 16 MiB.
 	MaxFrameSize uint32
 
@@ -72,7 +72,7 @@ type Options struct {
 	// 10 s.
 	HandshakeTimeout time.Duration
 	// CloseTimeout bounds Close: how long it waits for writes in progress
-	// and for the peer's end-of-stream marker. 0 means DefaultCloseTimeout.
+	// and for the peer's end-of-stream marker. 0 means 5 s.
 	CloseTimeout time.Duration
 }
 
@@ -83,7 +83,7 @@ func (o *Options) settings() (wire.Settings, error) {
 	}
 	s := wire.Settings{MaxFrameSize: o.MaxFrameSize, MaxMessageSize: o.MaxMessageSize}
 	if s.MaxFrameSize == 0 {
-		s.MaxFrameSize = DefaultMaxFrameSize
+		s.MaxFrameSize = defaultMaxFrameSize
 	}
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
@@ -160,7 +160,7 @@ func New(conn net.Conn, opts *Options) (*Stream, error) {
 		s.codec = codec.JSON
 	}
 	if s.closeTimeout == 0 {
-		s.closeTimeout = DefaultCloseTimeout
+		s.closeTimeout = defaultCloseTimeout
 	}
 	timeout := o.HandshakeTimeout
 	if timeout == 0 {

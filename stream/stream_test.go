@@ -172,7 +172,7 @@ func TestLargeMessages(t *testing.T) {
 	for _, frame := range []uint32{0, 1 << 10} {
 		max := frame
 		if max == 0 {
-			max = DefaultMaxFrameSize
+			max = defaultMaxFrameSize
 		}
 		m := int(max)
 		sizes := []int{0, 1, 100, m - 1, m, m + 1, 2*m - 4, 2*m - 3, 100_000, 1 << 20, 3 << 20}

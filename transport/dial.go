@@ -124,10 +124,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 			c.remote = &net.UnixAddr{Name: a.Address, Net: "unix"}
 			c.peer.RemoteAddr = c.remote
 		}
-		if cred, err := peer.ReadCred(raw); err == nil {
-			c.peer.HasCred = true
-			c.peer.UID, c.peer.GID, c.peer.PID = cred.UID, cred.GID, cred.PID
-		}
+		peer.ReadCred(raw, c.peer)
 	}
 	if err := peer.Authorize(cfg.ServerPolicy, c.peer); err != nil {
 		raw.Close()

@@ -19,9 +19,9 @@ import (
 	"github.com/warrenipc/warren/peer"
 )
 
-// DefaultHandshakeTimeout bounds a server's TLS and WebSocket handshakes
+// defaultHandshakeTimeout bounds a server's TLS and WebSocket handshakes
 // when ListenConfig.HandshakeTimeout is zero.
-const DefaultHandshakeTimeout = 10 * time.Second
+const defaultHandshakeTimeout = 10 * time.Second
 
 // Owner names the owner and group of a socket file. -1 leaves the owner or
 // group as the process creates it (in ListenConfig) or accepts any (in
@@ -71,7 +71,7 @@ type ListenConfig struct {
 
 	// HandshakeTimeout bounds each server-side handshake (TLS, then the
 	// WebSocket opening handshake for ws and wss); 0 means
-	// DefaultHandshakeTimeout and a negative value means no limit besides
+	// 10 s and a negative value means no limit besides
 	// the context's.
 	HandshakeTimeout time.Duration
 }
@@ -145,7 +145,7 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	}
 	l.wsLoop = wsLoop{l}
 	if l.handshakeTimeout == 0 {
-		l.handshakeTimeout = DefaultHandshakeTimeout
+		l.handshakeTimeout = defaultHandshakeTimeout
 	}
 	l.refusals = refusallog.New(l.log, "peer rejected", 0)
 	if l.policy == nil {
@@ -296,10 +296,7 @@ func (l *Listener) admit(c net.Conn) *Conn {
 	case l.addr.Scheme == SchemeUnix:
 		// Failing to read credentials leaves HasCred false, which every
 		// credential-based policy refuses.
-		if cred, err := peer.ReadCred(c); err == nil {
-			conn.peer.HasCred = true
-			conn.peer.UID, conn.peer.GID, conn.peer.PID = cred.UID, cred.GID, cred.PID
-		}
+		peer.ReadCred(c, conn.peer)
 	}
 	if err := peer.Authorize(l.policy, conn.peer); err != nil {
 		l.reject(conn.peer, err)

@@ -127,8 +127,8 @@ func TestTransports(t *testing.T) {
 					}
 				}
 				// ReadCred sees through a *Conn to its socket.
-				if cred, err := peer.ReadCred(c); err != nil || cred.PID != os.Getpid() {
-					t.Errorf("ReadCred(*Conn) = %+v, %v", cred, err)
+				if p := (peer.Peer{}); peer.ReadCred(c, &p) != nil || p.PID != os.Getpid() {
+					t.Errorf("ReadCred(*Conn) = %+v", p)
 				}
 			case "tcp", "tls", "ws", "wss":
 				if server.HasCred || client.HasCred {

@@ -168,9 +168,7 @@ func hijackedPeer(conn net.Conn, r *http.Request) *peer.Peer {
 		return p
 	}
 	p := &peer.Peer{Network: conn.LocalAddr().Network(), LocalAddr: conn.LocalAddr(), RemoteAddr: conn.RemoteAddr()}
-	if cred, err := peer.ReadCred(conn); err == nil {
-		p.HasCred, p.UID, p.GID, p.PID = true, cred.UID, cred.GID, cred.PID
-	}
+	peer.ReadCred(conn, p)
 	return p
 }
 

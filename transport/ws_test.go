@@ -1204,8 +1204,8 @@ func TestUpgradeWebSocketKeepsPeer(t *testing.T) {
 	if got := s.(*transport.Conn).NetConn().(*transport.Conn).Peer(); got != p {
 		t.Error("the upgraded connection has a Peer other than its listener's")
 	}
-	if cred, err := peer.ReadCred(s); err != nil || cred.PID != os.Getpid() {
-		t.Errorf("ReadCred through the upgraded conn: %+v, %v", cred, err)
+	if p := (peer.Peer{}); peer.ReadCred(s, &p) != nil || p.PID != os.Getpid() {
+		t.Errorf("ReadCred through the upgraded conn: %+v", p)
 	}
 	r.send(frame(true, 0, ws.OpBinary, []byte("over unix"), true))
 	if h, payload := r.next(); string(payload) != "over unix" {

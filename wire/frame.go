@@ -69,6 +69,11 @@ const (
 	FlagEnd Flags = 0x02
 	// FlagAck marks a PING reply.
 	FlagAck Flags = 0x04
+	// FlagFiles marks a DATA frame sent with descriptors (SCM_RIGHTS, on
+	// a unix socket, to a peer that announced MaxFiles): its payload starts
+	// with a descriptor block naming them (PROTOCOL.md, "Descriptors and
+	// shared messages"). Such a frame holds a whole message.
+	FlagFiles Flags = 0x08
 )
 
 // Header is a decoded frame header.

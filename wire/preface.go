@@ -44,6 +44,7 @@ const (
 	settingMaxMessageSize settingID = 2
 	settingInitialWindow  settingID = 3
 	settingMaxStreams     settingID = 4
+	settingMaxFiles       settingID = 5
 )
 
 // Settings are the limits one side of a connection advertises in its
@@ -54,6 +55,10 @@ type Settings struct {
 	MaxMessageSize uint32 // largest message this side accepts; default 4 MiB, range [1, 1 GiB]
 	InitialWindow  uint32 // per-stream and connection receive window in bytes; default 1 MiB, range [1024, 2^31-1]
 	MaxStreams     uint32 // concurrent streams this side accepts; default 1024, range [1, 2^31-1]
+	// MaxFiles is the most descriptors one DATA frame may carry to this
+	// side (FlagFiles); default 0: none. Range [0, 255]. A side announces
+	// it only on a unix socket that can receive them.
+	MaxFiles uint32
 }
 
 // defaultSettings returns the settings a side that advertises nothing has.
@@ -102,7 +107,10 @@ func (s Settings) Validate() error {
 	if err := check("InitialWindow", s.InitialWindow, minWindow, maxWindow); err != nil {
 		return err
 	}
-	return check("MaxStreams", s.MaxStreams, 1, maxStreamsLimit)
+	if err := check("MaxStreams", s.MaxStreams, 1, maxStreamsLimit); err != nil {
+		return err
+	}
+	return check("MaxFiles", s.MaxFiles, 0, 255)
 }
 
 // AppendPreface appends the preface advertising s to b. Zero fields and
@@ -126,6 +134,7 @@ func AppendPreface(b []byte, s Settings) []byte {
 	put(settingMaxMessageSize, s.MaxMessageSize, d.MaxMessageSize)
 	put(settingInitialWindow, s.InitialWindow, d.InitialWindow)
 	put(settingMaxStreams, s.MaxStreams, d.MaxStreams)
+	put(settingMaxFiles, s.MaxFiles, 0)
 	return b
 }
 
@@ -177,6 +186,8 @@ func ParsePreface(b []byte) (s Settings, n int, ok bool, err error) {
 			s.InitialWindow = v
 		case settingMaxStreams:
 			s.MaxStreams = v
+		case settingMaxFiles:
+			s.MaxFiles = v
 		}
 	}
 	if err := s.Validate(); err != nil {

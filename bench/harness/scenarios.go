@@ -41,6 +41,7 @@ var Scenarios = []Scenario{
 	{"seqrtt", "Sequential round trip: one caller, 128-byte echo over a unix socket, one call at a time; raw is a bare socket ping-pong of the same bytes.", seqrttCases},
 	{"rawlat", "Bare Go sockets, the floor: ping-pong latency of 128 bytes, unix socket against TCP loopback.", rawlatCases},
 	{"rawtput", "Bare Go sockets, the floor: one-way throughput in writes of the payload size, unix socket against TCP loopback.", rawtputCases},
+	{"large", "Large unary echo over a unix socket, 4 concurrent callers sharing one connection (drpc: one each): warren copying through the socket, warren-memfd passing sealed memfds, and the peers with their message limits raised (ttrpc's 4 MiB limit is fixed); GB/s of payload echoed, each call's payload counted once.", largeCases},
 	{"stream", "One bidirectional stream echoing 1 MiB messages over a unix socket (at most 8 in flight), GB/s of messages echoed (each counted once), allocations per message; raw is a bare socket echoing the same bytes.", streamCases},
 }
 
@@ -59,7 +60,13 @@ type Params struct {
 	TputWrites   []int // rawtput write sizes
 	TputBytes    int64 // rawtput bytes per repetition
 	StreamMsgs   int   // stream messages per repetition
-	Reps         int
+	// LargePayloads, LargeCallers, LargeCalls and LargeMinTime are the
+	// large scenario's unary sizes, as the Unary ones.
+	LargePayloads []int
+	LargeCallers  int
+	LargeCalls    int
+	LargeMinTime  time.Duration
+	Reps          int
 }
 
 var (
@@ -72,6 +79,10 @@ var (
 		TputWrites:    []int{64 << 10, 512 << 10, 16 << 20},
 		TputBytes:     1 << 30,
 		StreamMsgs:    1000,
+		LargePayloads: []int{1 << 20, 16 << 20, 64 << 20},
+		LargeCallers:  4,
+		LargeCalls:    16,
+		LargeMinTime:  time.Second,
 		Reps:          3,
 	}
 	// Quick proves the harness in well under two minutes on two cores:
@@ -84,6 +95,9 @@ var (
 		TputWrites:    []int{64 << 10, 512 << 10, 16 << 20},
 		TputBytes:     128 << 20,
 		StreamMsgs:    64,
+		LargePayloads: []int{1 << 20, 16 << 20},
+		LargeCallers:  4,
+		LargeCalls:    8,
 		Reps:          2,
 	}
 )
@@ -173,6 +187,33 @@ func streamCases(e *Env) []Case {
 			}
 			return stream(ctx, sys, srv, "unix", 1<<20, e.P.StreamMsgs)
 		}})
+	}
+	return cs
+}
+
+func largeCases(e *Env) []Case {
+	var syss []systems.System
+	for _, sys := range e.Systems {
+		switch sys.Name() {
+		case "raw", "ttrpc":
+		case "warren":
+			syss = append(syss, sys, systems.Warren{Memfd: true})
+		default:
+			syss = append(syss, sys)
+		}
+	}
+	var cs []Case
+	for _, size := range e.P.LargePayloads {
+		for _, sys := range syss {
+			c := e.callCase("large", sys, "unix", size, e.P.LargeCallers, e.P.LargeCalls, e.P.LargeMinTime)
+			run := c.Run
+			c.Run = func(ctx context.Context) (Sample, error) {
+				s, err := run(ctx)
+				s.Bytes = int64(s.Calls) * int64(size)
+				return s, err
+			}
+			cs = append(cs, c)
+		}
 	}
 	return cs
 }

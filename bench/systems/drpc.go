@@ -10,8 +10,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"storj.io/drpc"
 	"storj.io/drpc/drpcconn"
+	"storj.io/drpc/drpcmanager"
 	"storj.io/drpc/drpcmux"
 	"storj.io/drpc/drpcserver"
+	"storj.io/drpc/drpcwire"
 )
 
 // DRPC is storj's drpc with a hand-written drpc.Description (what
@@ -92,7 +94,8 @@ func (DRPC) Serve(network, address string) (net.Addr, func(), error) {
 	done := make(chan struct{})
 	// Serve closes the listener when ctx ends and waits for its
 	// connections.
-	go func() { defer close(done); drpcserver.New(m).Serve(ctx, l) }()
+	srv := drpcserver.NewWithOptions(m, drpcserver.Options{Manager: drpcLarge})
+	go func() { defer close(done); srv.Serve(ctx, l) }()
 	return l.Addr(), func() { cancel(); <-done }, nil
 }
 
@@ -102,8 +105,11 @@ func (DRPC) Dial(ctx context.Context, network, address string) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return drpcConn{drpcconn.New(nc)}, nil
+	return drpcConn{drpcconn.NewWithOptions(nc, drpcconn.Options{Manager: drpcLarge})}, nil
 }
+
+// drpcLarge raises drpc's message limit (4 MiB by default).
+var drpcLarge = drpcmanager.Options{Reader: drpcwire.ReaderOptions{MaximumBufferSize: LargeLimit}}
 
 type drpcConn struct{ c *drpcconn.Conn }
 

@@ -62,7 +62,7 @@ func (GRPC) Serve(network, address string) (net.Addr, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(LargeLimit), grpc.MaxSendMsgSize(LargeLimit))
 	srv.RegisterService(&grpcDesc, struct{}{})
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(l) }()
@@ -72,6 +72,7 @@ func (GRPC) Serve(network, address string) (net.Addr, func(), error) {
 func (GRPC) Dial(ctx context.Context, network, address string) (Conn, error) {
 	cc, err := grpc.NewClient("passthrough:///"+address,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(LargeLimit), grpc.MaxCallSendMsgSize(LargeLimit)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, address)

@@ -9,6 +9,7 @@ import (
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
 )
 
 // Warren is warren's rpc package with the raw-bytes codec, as documented
@@ -16,14 +17,36 @@ import (
 // request and a *[]byte reply (whose capacity is reused) on the client. The
 // listener is transport.Listen's (socket file created 0600, peer
 // credentials read at accept), as users deploy it.
-type Warren struct{}
+//
+// Its message limit is raised to LargeLimit (for the large scenario). With
+// Memfd ("warren-memfd") both sides announce descriptors (MaxFiles) and
+// send messages of SharedThreshold or more in sealed memfds.
+type Warren struct{ Memfd bool }
 
-func (Warren) Name() string         { return "warren" }
+// SharedThreshold is warren-memfd's rpc SharedThreshold.
+const SharedThreshold = 32 << 20
+
+func (w Warren) Name() string {
+	if w.Memfd {
+		return "warren-memfd"
+	}
+	return "warren"
+}
+
+func (w Warren) settings() (wire.Settings, int) {
+	s := wire.Settings{MaxMessageSize: LargeLimit}
+	if !w.Memfd {
+		return s, 0
+	}
+	s.MaxFiles = 16
+	return s, SharedThreshold
+}
+
 func (Warren) OneCallPerConn() bool { return false }
 
 func warrenAddr(network, address string) string { return network + "://" + address }
 
-func (Warren) Serve(network, address string) (net.Addr, func(), error) {
+func (w Warren) Serve(network, address string) (net.Addr, func(), error) {
 	l, err := transport.Listen(warrenAddr(network, address), nil)
 	if err != nil {
 		return nil, nil, err
@@ -31,7 +54,8 @@ func (Warren) Serve(network, address string) (net.Addr, func(), error) {
 	// The call-rate limit (1,000,000 calls/s per peer by default) is turned
 	// off: the benchmark is one peer making as many calls as it can, and an
 	// unlimited server reads no clock per call.
-	srv := rpc.NewServer(&rpc.ServerOptions{CallRate: -1})
+	set, shared := w.settings()
+	srv := rpc.NewServer(&rpc.ServerOptions{CallRate: -1, Settings: set, SharedThreshold: shared})
 	rpc.HandleRaw(srv, "Bench.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
 	rpc.HandleBidiStream(srv, "Bench.Stream", func(ctx context.Context, st *rpc.Stream[[]byte, []byte]) error {
 		// RecvMsg into one reused buffer: warren's documented way to
@@ -55,8 +79,9 @@ func (Warren) Serve(network, address string) (net.Addr, func(), error) {
 	return l.Addr(), func() { srv.Close(); <-done }, nil
 }
 
-func (Warren) Dial(ctx context.Context, network, address string) (Conn, error) {
-	c, err := rpc.Dial(warrenAddr(network, address), nil)
+func (w Warren) Dial(ctx context.Context, network, address string) (Conn, error) {
+	set, shared := w.settings()
+	c, err := rpc.Dial(warrenAddr(network, address), &rpc.ClientOptions{Settings: set, SharedThreshold: shared})
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,7 @@ func NewFed(conn FedConn, cfg *Config, peer wire.Settings, st *FedState) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	s.local.MaxFiles = 0 // the caller reads the socket: no descriptors
 	if err := peer.Validate(); err != nil {
 		conn.Close()
 		return nil, err

@@ -26,6 +26,7 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 	if s.cfg.Settings.InitialWindow == 0 {
 		s.local.InitialWindow = largeWindow
 	}
+	s.wrapFiles(conn)
 	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
 	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
 		conn.Close()
@@ -72,6 +73,7 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	if s.cfg.Settings.InitialWindow == 0 && peer.InitialWindow > s.local.InitialWindow {
 		s.local.InitialWindow = min(peer.InitialWindow, largeWindow)
 	}
+	s.wrapFiles(conn)
 	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("warren: sending preface: %w", err)

@@ -279,6 +279,9 @@ func (s *Session) onTrailers(h wire.Header, p []byte) error {
 }
 
 func (s *Session) onData(h wire.Header, p []byte) error {
+	if h.Flags&wire.FlagFiles != 0 {
+		return s.onFiles(h, p)
+	}
 	n := int64(h.Length) // p may lack a length prefix the reader skipped (directDst)
 	if s.connRecvWin.Add(-n) < 0 {
 		return &ProtocolError{Reason: "connection flow-control window exceeded"}
@@ -302,7 +305,7 @@ func (s *Session) onData(h wire.Header, p []byte) error {
 // concurrent drop does not give the buffer back to the pool while it is
 // being read into.
 func (s *Session) directDst(h wire.Header, head []byte) ([]byte, int) {
-	if h.Type != wire.TypeData || h.Length < directMin {
+	if h.Type != wire.TypeData || h.Length < directMin || h.Flags&wire.FlagFiles != 0 {
 		return nil, 0
 	}
 	st := s.lookup(h.Stream)

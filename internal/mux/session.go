@@ -60,6 +60,13 @@ type Config struct {
 	// on it. Without KeepHTTP such a peer is answered with
 	// httpRejectResponse and the connection is closed.
 	KeepHTTP bool
+	// SharedMin, if positive, sends messages of at least this many bytes
+	// (16 KiB at least) in sealed memfds when both sides announced
+	// Settings.MaxFiles on a unix socket. MaxShared bounds the bytes of
+	// such messages received and mapped at once; 0 means
+	// DefaultMaxShared.
+	SharedMin int
+	MaxShared int64
 }
 
 // largeFrameSize is the MaxFrameSize a session announces when its Config
@@ -157,6 +164,8 @@ type Session struct {
 	lendCond sync.Cond
 
 	ctxw atomic.Pointer[ctxWatch] // the watched context (see watching)
+
+	fs fileState // descriptors and shared messages (files.go)
 }
 
 func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {
@@ -185,6 +194,7 @@ func newSession(conn net.Conn, client bool, cfg *Config) (*Session, error) {
 
 func (s *Session) start(peer wire.Settings) {
 	s.peer = peer
+	s.startFiles()
 	// Half a window at most, so that a sender with part of its window
 	// still unreturned (the receiver returns credit in halves) can always
 	// make progress.

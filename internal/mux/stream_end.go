@@ -252,6 +252,7 @@ type Reply struct {
 	Message string
 	Details [][]byte
 	Trailer []string // trailer metadata
+	Files   []int    // descriptors sent with Msg (see Stream.SendFiles); the caller keeps them
 }
 
 // Finish ends a stream the peer opened (server role): it sends the reply
@@ -261,6 +262,9 @@ type Reply struct {
 // not sent: the stream is refused with ResourceExhausted instead, and Finish
 // returns a *wire.FrameTooLargeError.
 func (st *Stream) Finish(ctx context.Context, r Reply) error {
+	if r.Files != nil {
+		return st.finishFiles(ctx, r)
+	}
 	header, msg, hasMsg, code, message, details, trailer := r.Header, r.Msg, r.HasMsg, r.Code, r.Message, r.Details, r.Trailer
 	s := st.s
 	if err := s.fitReply(header, uint32(code), message, details, trailer); err != nil {

@@ -61,6 +61,9 @@ func (st *Stream) send(ctx context.Context, msg []byte, end bool, tail []byte) e
 		}
 		return err
 	}
+	if s.fs.sharedMin > 0 && len(msg) >= s.fs.sharedMin {
+		return st.sendShared(ctx, msg, end, tail)
+	}
 	if s.client {
 		// A large message may need credit, and the peer may block writing
 		// it if no one reads: keep a reader going while it is sent.

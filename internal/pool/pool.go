@@ -22,6 +22,13 @@ import (
 type Buf struct {
 	B        []byte
 	borrowed bool // B is someone else's memory (Borrow): Put ignores it
+
+	// Free, if set on a borrowed Buf, is called once by Put: it releases
+	// what the Buf holds that is not the pool's (a mapping, descriptors).
+	Free func(*Buf)
+	// Files are descriptors that came with the message in B; whoever
+	// takes one removes it, and Free closes the rest.
+	Files []int
 }
 
 // Borrow returns a Buf of b, memory that is not the pool's: Put never
@@ -123,6 +130,11 @@ func Get(n int) *Buf {
 // another capacity than Get's (or nil) are ignored, as is borrowed memory.
 func Put(b *Buf) {
 	if b == nil || b.borrowed {
+		if b != nil && b.Free != nil {
+			f := b.Free
+			b.Free = nil
+			f(b)
+		}
 		return
 	}
 	c := cap(b.B)

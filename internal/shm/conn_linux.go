@@ -1,0 +1,191 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrDescriptors is wrapped by the errors of a Conn about descriptors the
+// peer sent: too many waiting, a truncated control message, a frame
+// naming more than arrived.
+var ErrDescriptors = errors.New("warren: descriptors")
+
+// Conn is a unix-socket connection that receives the descriptors sent
+// with its bytes (SCM_RIGHTS, with MSG_CMSG_CLOEXEC) into a queue, in
+// order, and sends descriptors with the bytes of a write (WriteFiles).
+// Frames name the descriptors they carry; Take hands them out.
+//
+// The embedded net.Conn is the connection Conn wraps: writes without
+// descriptors, deadlines and the addresses go to it.
+type Conn struct {
+	net.Conn
+	uc  *net.UnixConn
+	max int // descriptors received and not taken, at most
+
+	rmu sync.Mutex // one Read at a time
+	oob []byte
+
+	qmu    sync.Mutex // protects following
+	q      []int
+	err    error // sticky: the peer broke a limit
+	closed bool
+}
+
+// Wrap returns c as a *Conn if c is a plain unix-socket connection (no
+// TLS or WebSocket over it), and nil otherwise. perRead is the most
+// descriptors one frame may carry; max the most the queue holds.
+func Wrap(c net.Conn, perRead, max int) *Conn {
+	uc := unixOf(c)
+	if uc == nil {
+		return nil
+	}
+	// Room for perRead descriptors per control message and a few control
+	// messages per read (one per write of the peer it spans).
+	return &Conn{Conn: c, uc: uc, max: max, oob: make([]byte, unix.CmsgSpace(4*perRead)*4)}
+}
+
+// unixOf finds the *net.UnixConn under c through connections whose reads
+// are the socket's own bytes (ReadsResume: rawio.Conn, a plain
+// transport.Conn).
+func unixOf(c net.Conn) *net.UnixConn {
+	for range 4 {
+		if uc, ok := c.(*net.UnixConn); ok {
+			return uc
+		}
+		w, ok := c.(interface {
+			ReadsResume() bool
+			NetConn() net.Conn
+		})
+		if !ok || !w.ReadsResume() {
+			return nil
+		}
+		c = w.NetConn()
+	}
+	return nil
+}
+
+// Read reads bytes, and queues the descriptors that came with them. A
+// truncated control message, or more descriptors than the queue holds,
+// fails the read (and every later one); every descriptor that arrived
+// is closed.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.sticky(); err != nil {
+		return 0, err
+	}
+	n, oobn, flags, _, err := c.uc.ReadMsgUnix(b, c.oob)
+	if oobn > 0 || flags&unix.MSG_CTRUNC != 0 {
+		if qerr := c.queue(c.oob[:oobn], flags); qerr != nil {
+			return 0, qerr
+		}
+	}
+	return n, err
+}
+
+func (c *Conn) sticky() error {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.err
+}
+
+// queue parses the control messages of a read and queues their
+// descriptors.
+func (c *Conn) queue(oob []byte, flags int) error {
+	var fds []int
+	msgs, perr := unix.ParseSocketControlMessage(oob)
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_RIGHTS {
+			got, _ := unix.ParseUnixRights(&m)
+			fds = append(fds, got...)
+		}
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	var err error
+	switch {
+	case flags&unix.MSG_CTRUNC != 0:
+		err = fmt.Errorf("%w: control message truncated (more descriptors in one read than %d)", ErrDescriptors, len(c.oob)/4)
+	case perr != nil:
+		err = fmt.Errorf("%w: bad control message: %v", ErrDescriptors, perr)
+	case c.closed:
+		err = net.ErrClosed
+	case len(c.q)+len(fds) > c.max:
+		err = fmt.Errorf("%w: %d received and not named by a frame, limit %d", ErrDescriptors, len(c.q)+len(fds), c.max)
+	}
+	if err != nil {
+		CloseAll(fds)
+		CloseAll(c.q)
+		c.q = nil
+		if c.err == nil {
+			c.err = err
+		}
+		return err
+	}
+	c.q = append(c.q, fds...)
+	return nil
+}
+
+// Take removes the first n queued descriptors and returns them; the caller
+// owns them. Fewer than n queued is an error: the frame naming them came
+// without them.
+func (c *Conn) Take(n int) ([]int, error) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if len(c.q) < n {
+		return nil, fmt.Errorf("%w: a frame names %d, %d arrived", ErrDescriptors, n, len(c.q))
+	}
+	fds := make([]int, n)
+	copy(fds, c.q)
+	c.q = append(c.q[:0], c.q[n:]...)
+	return fds, nil
+}
+
+// Queued reports how many descriptors wait to be taken.
+func (c *Conn) Queued() int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return len(c.q)
+}
+
+// WriteFiles writes b with fds attached to its first byte (one sendmsg),
+// then the rest of b if that sendmsg wrote part of it. The caller keeps
+// fds (the peer gets duplicates).
+func (c *Conn) WriteFiles(b []byte, fds []int) (int, error) {
+	n, _, err := c.uc.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	if err != nil || n == len(b) {
+		return n, err
+	}
+	m, err := c.Conn.Write(b[n:])
+	return n + m, err
+}
+
+// WriteBuffers writes v through the wrapped connection.
+func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
+	if w, ok := c.Conn.(interface {
+		WriteBuffers(*net.Buffers) (int64, error)
+	}); ok {
+		return w.WriteBuffers(v)
+	}
+	return v.WriteTo(c.Conn)
+}
+
+// ReadsResume reports true: a read a deadline interrupts leaves the byte
+// stream, and the descriptor queue, intact.
+func (c *Conn) ReadsResume() bool { return true }
+
+// NetConn returns the wrapped connection.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// Close closes the connection and the descriptors no frame took.
+func (c *Conn) Close() error {
+	c.qmu.Lock()
+	CloseAll(c.q)
+	c.q, c.closed = nil, true
+	c.qmu.Unlock()
+	return c.Conn.Close()
+}

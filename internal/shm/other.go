@@ -1,0 +1,30 @@
+//go:build !linux
+
+package shm
+
+import (
+	"errors"
+	"net"
+)
+
+// Seals is 0 where memfd does not exist.
+const Seals = 0
+
+var (
+	ErrRefused     = errors.New("warren: shared message refused")
+	ErrDescriptors = errors.New("warren: descriptors")
+	errNoMemfd     = errors.New("warren: no memfd on this system")
+)
+
+// Conn is never made where descriptors are not passed (Wrap returns nil).
+type Conn struct{ net.Conn }
+
+func Wrap(c net.Conn, perRead, max int) *Conn                  { return nil }
+func (c *Conn) Take(n int) ([]int, error)                      { return nil, ErrDescriptors }
+func (c *Conn) Queued() int                                    { return 0 }
+func (c *Conn) WriteFiles(b []byte, fds []int) (int, error)    { return 0, ErrDescriptors }
+func NewSealed(msg []byte) (int, error)                        { return -1, errNoMemfd }
+func Map(fd int, length uint64, populate bool) ([]byte, error) { return nil, errNoMemfd }
+func Dup(fd int) (int, error)                                  { return -1, errNoMemfd }
+func Unmap(b []byte)                                           {}
+func CloseAll(fds []int)                                       {}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package rpc
+
+import "os"
+
+func dupFile(f *os.File) (int, error) { return -1, mux.ErrNoFiles }
+func closeFDs(fds []int)              {}

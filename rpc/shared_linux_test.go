@@ -1,0 +1,213 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/wire"
+)
+
+// countFDs returns the descriptors this process has open.
+func countFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// countMemfdMaps returns the memfd mappings of this process.
+func countMemfdMaps(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "/memfd:warren")
+}
+
+// sharedPair serves a raw echo on a unix socket with descriptors and
+// shared messages on both sides, and returns a client.
+func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Client {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOpts.CallRate = -1
+	srv := NewServer(&srvOpts)
+	HandleRaw(srv, "T.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	HandleRaw(srv, "T.Sum", func(ctx context.Context, req []byte) ([]byte, error) {
+		var s byte
+		for _, b := range req {
+			s += b
+		}
+		return []byte{s}, nil
+	})
+	HandleRaw(srv, "T.Mapped", func(ctx context.Context, req []byte) ([]byte, error) {
+		return []byte{byte(countMemfdMaps(t))}, nil // the request's mapping, if it came shared
+	})
+	HandleRaw(srv, "T.Block", func(ctx context.Context, req []byte) ([]byte, error) {
+		<-ctx.Done() // holds its request (and what came with it) until canceled
+		return nil, ctx.Err()
+	})
+	go srv.Serve(l)
+	c, err := Dial("unix://"+path, &cliOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		srv.Close()
+	})
+	return c
+}
+
+func filesSettings() wire.Settings {
+	return wire.Settings{MaxFiles: 16, MaxMessageSize: 128 << 20}
+}
+
+func TestSharedEcho(t *testing.T) {
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c := sharedPair(t,
+		ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10},
+		ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range []int{1 << 10, 64 << 10, 1 << 20, 16 << 20} {
+		req := bytes.Repeat([]byte{byte(n), 1, 2, 3, 5, 8, 13}, n/7+1)[:n]
+		var out []byte
+		if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if !bytes.Equal(out, req) {
+			t.Fatalf("%d bytes: echo differs", n)
+		}
+		var mapped []byte
+		if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if shared := n >= 64<<10; (mapped[0] > 0) != shared {
+			t.Fatalf("%d bytes: %d memfd mappings in the handler, shared %v", n, mapped[0], shared)
+		}
+	}
+	c.Close()
+	checkNoLeak(t, fds, maps, 2) // the listener and its Serve's poller may stay
+}
+
+// checkNoLeak waits until no more than slack descriptors beyond fds, and
+// no memfd mapping beyond maps, are open: a handler releases its request
+// after its reply is sent.
+func checkNoLeak(t *testing.T, fds, maps, slack int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for countMemfdMaps(t) != maps || countFDs(t) > fds+slack {
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: %d memfd mappings (%d before), %d descriptors (%d before)", countMemfdMaps(t), maps, countFDs(t), fds)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkLarge is unary echo of large payloads, 4 callers, through the
+// socket (copy) and in sealed memfds (shared).
+//
+//	go test ./rpc -run '^$' -bench Large -benchtime 20x
+func BenchmarkLarge(b *testing.B) {
+	for _, n := range []int{1 << 20, 16 << 20} {
+		for _, mode := range []string{"copy", "shared"} {
+			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
+				so := ServerOptions{Settings: filesSettings()}
+				co := ClientOptions{Settings: filesSettings()}
+				if mode == "shared" {
+					so.SharedThreshold, co.SharedThreshold = 256<<10, 256<<10
+				}
+				c := sharedPair(b, so, co)
+				ctx := context.Background()
+				b.SetBytes(int64(n))
+				b.SetParallelism(2) // 4 callers on GOMAXPROCS 2
+				b.RunParallel(func(pb *testing.PB) {
+					req := make([]byte, n)
+					var out []byte
+					for pb.Next() {
+						if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestSharedStream: stream messages over the threshold travel shared both
+// ways, and nothing stays mapped or open.
+func TestSharedStream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10}
+	srv := NewServer(&opts)
+	HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
+		var m []byte
+		for {
+			if err := st.RecvMsg(&m); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			if err := st.Send(&m); err != nil {
+				return err
+			}
+		}
+	})
+	go srv.Serve(l)
+	defer srv.Close()
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c, err := Dial("unix://"+path, &ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := NewStream[[]byte, []byte](ctx, c, "T.Stream", WithCodec(codec.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{100, 1 << 20, 3 << 20, 64 << 10} {
+		msg := bytes.Repeat([]byte{byte(i + 1)}, n)
+		if err := cs.Send(&msg); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := cs.RecvMsg(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("message %d of %d bytes differs", i, n)
+		}
+	}
+	cs.CloseSend()
+	var m []byte
+	if err := cs.RecvMsg(&m); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+	cs.Close()
+	c.Close()
+	checkNoLeak(t, fds, maps, 1)
+}
