@@ -120,8 +120,11 @@ func (s *Server) refuseConn(sc *serverConn, conn net.Conn, key, reason string) {
 	}
 	g.mu.Unlock()
 	code := status.ResourceExhausted
-	if peer.Authorize(s.opts.Policy, sc.peer) != nil {
+	switch {
+	case peer.Authorize(s.opts.Policy, sc.peer) != nil:
 		code = status.PermissionDenied
+	case reason == shuttingDown:
+		code = status.Unavailable // a drain, not a limit: the client may retry elsewhere
 	}
 	b := wire.AppendPreface(make([]byte, 0, 128+len(reason)), s.opts.Settings.WithDefaults())
 	b = wire.AppendFrame(b, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(code), reason))
