@@ -145,38 +145,19 @@ func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
 		return ErrNoFiles
 	}
 	w.mu.Lock()
-	for w.err == nil && w.flushing {
-		w.waiting.Add(1) // before looking at st, as in waitRoomLocked
-		if err := st.err(); err != nil {
-			w.waiting.Add(-1)
-			w.mu.Unlock()
-			return err
-		}
-		w.cond.Wait()
-		w.waiting.Add(-1)
-	}
-	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
+	if err := w.claimLocked(st); err != nil {
 		return err
 	}
 	if tail != nil {
 		st.s.removeEnding(st)
 	}
-	w.flushing = true
 	out := append(append(w.buf, frame...), tail...)
 	w.buf = w.spare[:0]
+	w.inflight, w.pingsInflight, w.pingsBuf = len(out), w.pingsBuf, 0
 	w.mu.Unlock()
 	_, err := fc.WriteFiles(out, fds)
 	w.mu.Lock()
-	w.spare = out[:0]
-	if err != nil && w.err == nil {
-		w.err = &ConnError{Err: err}
-		if w.onErr != nil {
-			defer w.onErr(w.err)
-		}
-	}
-	return w.flushLocked()
+	return w.wroteLocked(out, err)
 }
 
 // onFiles handles a DATA frame flagged wire.FlagFiles: it takes the

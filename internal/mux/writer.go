@@ -235,35 +235,13 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	}
 	w.mu.Lock()
 	// Wait for the writer: st's own write costs the same wait, and a copy
-	// (of up to a frame) would cost more. If the peer stops reading, the
-	// wait ends when st fails (it cancels the call, or the connection
-	// goes), so it cannot hold a call the peer gave up on.
-	for w.err == nil && w.flushing {
-		if w.asyncClaim {
-			// The role is claimed for a goroutine of unlockAsync that has
-			// not started yet: take it over, and the frames it was to
-			// write go in this write (the goroutine then does nothing).
-			w.asyncClaim = false
-			break
-		}
-		w.waiting.Add(1) // before looking at st, as in waitRoomLocked
-		if err := st.err(); err != nil {
-			w.waiting.Add(-1)
-			w.mu.Unlock()
-			return err
-		}
-		w.cond.Wait()
-		w.waiting.Add(-1)
-	}
-	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
+	// (of up to a frame) would cost more.
+	if err := w.claimLocked(st); err != nil {
 		return err
 	}
 	if tail != nil {
 		st.s.removeEnding(st)
 	}
-	w.flushing = true // (it may be already, taken over from unlockAsync)
 	out := append(w.buf, hdr...)
 	w.buf = w.spare[:0]
 	w.inflight, w.pingsInflight, w.pingsBuf = len(out)+len(payload), w.pingsBuf, 0
@@ -289,6 +267,43 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	}
 	w.iov, w.bufs = [3][]byte{}, nil // keep no reference to the caller's payload
 	w.mu.Lock()
+	return w.wroteLocked(out, err)
+}
+
+// claimLocked waits, with w.mu held, until st may write as the flusher:
+// the connection idle, or the role claimed for a goroutine of unlockAsync
+// that has not started yet (its frames then go in st's write, and the
+// goroutine does nothing). If the peer stops reading, the wait ends when
+// st fails (it cancels the call, or the connection goes), so it cannot
+// hold a call the peer gave up on. On error it returns with w.mu unlocked.
+func (w *writer) claimLocked(st *Stream) error {
+	for w.err == nil && w.flushing {
+		if w.asyncClaim {
+			w.asyncClaim = false
+			break
+		}
+		w.waiting.Add(1) // before looking at st, as in waitRoomLocked
+		if err := st.err(); err != nil {
+			w.waiting.Add(-1)
+			w.mu.Unlock()
+			return err
+		}
+		w.cond.Wait()
+		w.waiting.Add(-1)
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	w.flushing = true
+	return nil
+}
+
+// wroteLocked ends, with w.mu held, a write of out that the flusher made
+// outside the lock: it records a write error and writes what others
+// appended meanwhile, if not corked.
+func (w *writer) wroteLocked(out []byte, err error) error {
 	w.inflight, w.pingsInflight = 0, 0
 	w.spare = out[:0]
 	if err != nil && w.err == nil {
@@ -297,7 +312,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 			defer w.onErr(w.err) // runs after the unlock in flushLocked
 		}
 	}
-	return w.flushLocked() // what others appended meanwhile, if not corked
+	return w.flushLocked()
 }
 
 // cork holds frames back instead of writing them at once, so that the
