@@ -121,15 +121,19 @@ func checkNoLeak(t *testing.T, fds, maps, slack int) {
 }
 
 // BenchmarkLarge is unary echo of large payloads, 4 callers, through the
-// socket (copy) and in sealed memfds (shared).
+// socket without descriptors (copy) and with them announced (files), and
+// in sealed memfds (shared).
 //
 //	go test ./rpc -run '^$' -bench Large -benchtime 20x
 func BenchmarkLarge(b *testing.B) {
 	for _, n := range []int{1 << 20, 16 << 20} {
-		for _, mode := range []string{"copy", "shared"} {
+		for _, mode := range []string{"copy", "files", "shared"} {
 			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
-				so := ServerOptions{Settings: filesSettings()}
-				co := ClientOptions{Settings: filesSettings()}
+				so := ServerOptions{Settings: wire.Settings{MaxMessageSize: 128 << 20}}
+				co := ClientOptions{Settings: so.Settings}
+				if mode != "copy" {
+					so.Settings, co.Settings = filesSettings(), filesSettings()
+				}
 				if mode == "shared" {
 					so.SharedThreshold, co.SharedThreshold = 256<<10, 256<<10
 				}
