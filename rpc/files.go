@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/shm"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -18,6 +20,29 @@ import (
 // not set Settings.MaxFiles, the server runs the event loop, or there are
 // more files than the peer accepts) fail the call or reply at once, with a
 // cause that matches errors.ErrUnsupported; nothing of it is sent.
+
+// NewSharedBuffer returns a buffer of n bytes of shared memory (a memfd
+// mapped into this process) to fill in place and send without a copy.
+// Sent whole, as the raw request of a call (codec.Raw) or a raw message
+// of a stream, on a unix socket where both sides set Settings.MaxFiles,
+// it travels as its sealed memfd whatever SharedThreshold is; anywhere
+// else it is copied like any []byte.
+//
+// Lifetime: buf is writable until it is first sent. That send seals it:
+// buf stays mapped at the same address but read-only (a write to it
+// crashes the process) and can be sent again, any number of times,
+// without a copy; a reply that is buf echoed back is read through this
+// mapping, not mapped again. release unmaps it: buf must not be used
+// after it (messages already sent are not affected: the peer has its own
+// descriptor). release may be called more than once.
+func (c *Client) NewSharedBuffer(n int) (buf []byte, release func(), err error) {
+	buf, err = shm.NewBuffer(n)
+	if err != nil {
+		return nil, nil, &status.Error{Code: status.InvalidArgument, Message: err.Error(), Cause: err}
+	}
+	var once sync.Once
+	return buf, func() { once.Do(func() { shm.Release(buf) }) }, nil
+}
 
 // callFiles are the files of a server call: the request, whose
 // descriptors the handler may take, and those of the reply.

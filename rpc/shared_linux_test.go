@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -57,6 +60,9 @@ func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Cli
 	})
 	HandleRaw(srv, "T.Mapped", func(ctx context.Context, req []byte) ([]byte, error) {
 		return []byte{byte(countMemfdMaps(t))}, nil // the request's mapping, if it came shared
+	})
+	HandleRaw(srv, "T.Addr", func(ctx context.Context, req []byte) ([]byte, error) {
+		return binary.LittleEndian.AppendUint64(nil, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(req))))), nil
 	})
 	HandleRaw(srv, "T.Block", func(ctx context.Context, req []byte) ([]byte, error) {
 		<-ctx.Done() // holds its request (and what came with it) until canceled
@@ -214,4 +220,74 @@ func TestSharedStream(t *testing.T) {
 	cs.Close()
 	c.Close()
 	checkNoLeak(t, fds, maps, 1)
+}
+
+// TestSharedBuffer: a buffer of NewSharedBuffer, filled in place, travels
+// as its memfd (the handler sees it mapped) even under SharedThreshold,
+// is sealed (read-only) by its first send, can be sent again, and its
+// echo comes back through its own mapping; over a connection without
+// descriptors it is copied. Nothing stays open or mapped after release.
+func TestSharedBuffer(t *testing.T) {
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c := sharedPair(t,
+		ServerOptions{Settings: filesSettings(), SharedThreshold: -1},
+		ClientOptions{Settings: filesSettings(), SharedThreshold: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 4 << 20
+	buf, release, err := c.NewSharedBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	want := bytes.Clone(buf)
+	for range 3 {
+		// In one process the handler views the memfd through the
+		// client's own mapping of it.
+		var addr []byte
+		if err := c.Invoke(ctx, "T.Addr", &buf, &addr); err != nil {
+			t.Fatal(err)
+		}
+		if uintptr(binary.LittleEndian.Uint64(addr)) != uintptr(unsafe.Pointer(&buf[0])) {
+			t.Fatal("the handler's request is not the buffer: it was copied")
+		}
+		var out []byte
+		if err := c.Invoke(ctx, "T.Echo", &buf, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatal("echo differs")
+		}
+	}
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "/memfd:warren") && !strings.Contains(l, " r--s ") {
+			t.Fatalf("the buffer is not read-only after its send: %s", l)
+		}
+	}
+	release()
+	release()
+	// A client without descriptors copies it.
+	plain := sharedPair(t, ServerOptions{Settings: filesSettings()}, ClientOptions{})
+	buf2, release2, err := plain.NewSharedBuffer(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf2[0] = 42
+	var out []byte
+	if err := plain.Invoke(ctx, "T.Echo", &buf2, &out); err != nil || len(out) != 1<<20 || out[0] != 42 {
+		t.Fatalf("copied buffer: %v", err)
+	}
+	release2()
+	if _, _, err := c.NewSharedBuffer(-1); status.CodeOf(err) != status.InvalidArgument {
+		t.Fatalf("buffer of -1 bytes: %v", err)
+	}
+	c.Close()
+	plain.Close()
+	checkNoLeak(t, fds, maps, 4)
 }

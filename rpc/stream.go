@@ -57,9 +57,6 @@ type Stream[Req, Resp any] struct {
 	headerErr  error
 }
 
-// Context returns the call's context.
-func (s *Stream[Req, Resp]) Context() context.Context { return s.ctx }
-
 // Recv returns the caller's next message, or io.EOF once the caller closed
 // its side.
 func (s *Stream[Req, Resp]) Recv() (*Req, error) {
