@@ -135,8 +135,8 @@ func BenchmarkLarge(b *testing.B) {
 	for _, n := range []int{1 << 20, 16 << 20} {
 		for _, mode := range []string{"copy", "files", "shared"} {
 			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
-				so := ServerOptions{Settings: wire.Settings{MaxMessageSize: 128 << 20}}
-				co := ClientOptions{Settings: so.Settings}
+				so := ServerOptions{Settings: wire.Settings{MaxMessageSize: 128 << 20}, SharedThreshold: -1}
+				co := ClientOptions{Settings: so.Settings, SharedThreshold: -1}
 				if mode != "copy" {
 					so.Settings, co.Settings = filesSettings(), filesSettings()
 				}
@@ -290,4 +290,25 @@ func TestSharedBuffer(t *testing.T) {
 	c.Close()
 	plain.Close()
 	checkNoLeak(t, fds, maps, 4)
+}
+
+// TestSharedDefaultThreshold: with SharedThreshold 0, messages go shared
+// from 16 MiB; with a negative one, never.
+func TestSharedDefaultThreshold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, th := range []int{0, -1} {
+		c := sharedPair(t, ServerOptions{Settings: filesSettings(), SharedThreshold: th}, ClientOptions{Settings: filesSettings(), SharedThreshold: th})
+		for _, n := range []int{16<<20 - 1, 16 << 20} {
+			req := make([]byte, n)
+			var mapped []byte
+			if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
+				t.Fatal(err)
+			}
+			if want := th == 0 && n >= 16<<20; (mapped[0] > 0) != want {
+				t.Errorf("threshold %d, %d bytes: %d memfd mappings in the handler, want shared %v", th, n, mapped[0], want)
+			}
+		}
+		c.Close()
+	}
 }
