@@ -68,15 +68,7 @@ func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Cli
 		<-ctx.Done() // holds its request (and what came with it) until canceled
 		return nil, ctx.Err()
 	})
-	go srv.Serve(l)
-	c, err := Dial("unix://"+path, &cliOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.Close()
-	})
+	c := serveAndDial(t, srv, l, "unix://"+path, &cliOpts)
 	return c
 }
 
@@ -173,18 +165,7 @@ func TestSharedStream(t *testing.T) {
 	opts := ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10}
 	srv := NewServer(&opts)
 	HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
-		var m []byte
-		for {
-			if err := st.RecvMsg(&m); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-			if err := st.Send(&m); err != nil {
-				return err
-			}
-		}
+		return eachMsg(st, func(m []byte) error { return st.Send(&m) })
 	})
 	go srv.Serve(l)
 	defer srv.Close()
