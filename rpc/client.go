@@ -60,8 +60,8 @@ type ClientOptions struct {
 	// SharedThreshold sends messages of at least this many bytes (16 KiB
 	// at least) in sealed memfds instead of through the socket, on unix
 	// sockets where both sides set Settings.MaxFiles (see PROTOCOL.md,
-	// "Descriptors and shared messages"); 0 means 16 MiB, from where it
-	// measured as fast as the socket or faster; negative turns it off.
+	// "Descriptors and shared messages"); 0 means 32 MiB, from where it
+	// measured faster than the socket; negative turns it off.
 	// Buffers of NewSharedBuffer go shared whatever it is. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once
 	// on one connection; 0 means 1 GiB.

@@ -186,6 +186,16 @@ func TestFilesRefusedAtOnce(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("%d calls reached the server", n)
 	}
+	// A shared buffer to it is copied, and arrives whole.
+	buf, release, err := cl.NewSharedBuffer(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	buf[len(buf)-1] = 7
+	if err := cl.Invoke(ctx, "F.Ignore", &buf, &out); err != nil || len(out) != len(buf) || out[len(out)-1] != 7 {
+		t.Fatalf("shared buffer to an event-loop server: %d bytes, %v", len(out), err)
+	}
 
 	cu, calls := filesPair(t, "unix")
 	many := make([]*os.File, 17) // over MaxFiles (16)

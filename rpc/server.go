@@ -80,7 +80,7 @@ type ServerOptions struct {
 	// at least) in sealed memfds instead of through the socket, on unix
 	// sockets (not in event-loop mode) where both sides set
 	// Settings.MaxFiles (see PROTOCOL.md, "Descriptors and shared
-	// messages"); 0 means 16 MiB, negative turns it off. A shared request
+	// messages"); 0 means 32 MiB, negative turns it off. A shared request
 	// reaches a HandleRaw handler as a read-only mapping, valid until the
 	// handler returns: a handler must not keep it. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once

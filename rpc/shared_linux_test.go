@@ -274,19 +274,19 @@ func TestSharedBuffer(t *testing.T) {
 }
 
 // TestSharedDefaultThreshold: with SharedThreshold 0, messages go shared
-// from 16 MiB; with a negative one, never.
+// from 32 MiB; with a negative one, never.
 func TestSharedDefaultThreshold(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, th := range []int{0, -1} {
 		c := sharedPair(t, ServerOptions{Settings: filesSettings(), SharedThreshold: th}, ClientOptions{Settings: filesSettings(), SharedThreshold: th})
-		for _, n := range []int{16<<20 - 1, 16 << 20} {
+		for _, n := range []int{32<<20 - 1, 32 << 20} {
 			req := make([]byte, n)
 			var mapped []byte
 			if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
 				t.Fatal(err)
 			}
-			if want := th == 0 && n >= 16<<20; (mapped[0] > 0) != want {
+			if want := th == 0 && n >= 32<<20; (mapped[0] > 0) != want {
 				t.Errorf("threshold %d, %d bytes: %d memfd mappings in the handler, want shared %v", th, n, mapped[0], want)
 			}
 		}

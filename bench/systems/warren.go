@@ -28,7 +28,7 @@ import (
 type Warren struct{ Memfd, Shared bool }
 
 // SharedThreshold is warren-memfd's rpc SharedThreshold: the default
-// (16 MiB).
+// (32 MiB).
 const SharedThreshold = 0
 
 func (w Warren) Name() string {

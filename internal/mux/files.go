@@ -22,12 +22,12 @@ import (
 const DefaultMaxShared = 1 << 30
 
 // DefaultSharedMin is the default Config.SharedMin: the size from which
-// copying a message into a new sealed memfd measured as fast as sending it
-// through the socket, or faster (bench scenario large: equal at 16 MiB,
-// twice as fast at 64 MiB, slower below 8 MiB). A new memfd's pages cost
-// more to allocate than a copy through the socket on this 2-core VM
-// (1.4 µs per 4 KiB page, shmem without huge pages).
-const DefaultSharedMin = 16 << 20
+// copying a message into a new sealed memfd measured faster than sending
+// it through the socket (bench scenario large, calls/s against the
+// socket's: 0.8x at 16 MiB, 1.2x at 32 MiB, 1.9x at 64 MiB). A new memfd's
+// pages cost more to allocate than a copy through the socket on this
+// 2-core VM (1.4 µs per 4 KiB page, shmem without huge pages).
+const DefaultSharedMin = 32 << 20
 
 // minShared is the smallest SharedMin: below, messages are written in
 // place anyway (directMin) and a memfd costs more than the copy.
