@@ -119,13 +119,14 @@ func checkNoLeak(t *testing.T, fds, maps, slack int) {
 }
 
 // BenchmarkLarge is unary echo of large payloads, 4 callers, through the
-// socket without descriptors (copy) and with them announced (files), and
-// in sealed memfds (shared).
+// socket without descriptors (copy) and with them announced (files), in
+// new sealed memfds (shared), and from buffers of NewSharedBuffer
+// (buffer).
 //
 //	go test ./rpc -run '^$' -bench Large -benchtime 20x
 func BenchmarkLarge(b *testing.B) {
 	for _, n := range []int{1 << 20, 16 << 20} {
-		for _, mode := range []string{"copy", "files", "shared"} {
+		for _, mode := range []string{"copy", "files", "shared", "buffer"} {
 			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
 				so := ServerOptions{Settings: wire.Settings{MaxMessageSize: 128 << 20}, SharedThreshold: -1}
 				co := ClientOptions{Settings: so.Settings, SharedThreshold: -1}
@@ -141,6 +142,15 @@ func BenchmarkLarge(b *testing.B) {
 				b.SetParallelism(2) // 4 callers on GOMAXPROCS 2
 				b.RunParallel(func(pb *testing.PB) {
 					req := make([]byte, n)
+					if mode == "buffer" {
+						buf, release, err := c.NewSharedBuffer(n)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer release()
+						req = buf
+					}
 					var out []byte
 					for pb.Next() {
 						if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
