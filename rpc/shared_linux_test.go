@@ -203,6 +203,22 @@ func TestSharedStream(t *testing.T) {
 			t.Fatalf("message %d of %d bytes differs", i, n)
 		}
 	}
+	// A shared buffer on a stream: sent twice, as its memfd.
+	buf, release, err := c.NewSharedBuffer(2 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf[1<<20] = 9
+	for range 2 {
+		if err := cs.Send(&buf); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := cs.RecvMsg(&got); err != nil || !bytes.Equal(got, buf) {
+			t.Fatalf("shared buffer on a stream: %v", err)
+		}
+	}
+	release()
 	cs.CloseSend()
 	var m []byte
 	if err := cs.RecvMsg(&m); err != io.EOF {
