@@ -65,6 +65,14 @@ func (c *serverCall) files() *callFiles {
 	return c.fx
 }
 
+// filesIfAny returns c's callFiles, nil if none was made: a stream's
+// handler may make them on one goroutine (Recv) while another reads them.
+func (c *serverCall) filesIfAny() *callFiles {
+	c.mdMu.Lock()
+	defer c.mdMu.Unlock()
+	return c.fx
+}
+
 // keepFiles keeps the files of a stream message received, for Files.
 func (c *serverCall) keepFiles(buf *pool.Buf) {
 	if buf.Files == nil {
@@ -81,7 +89,7 @@ func (c *serverCall) keepFiles(buf *pool.Buf) {
 // there are some.
 func (c *serverCall) sendStream(ctx context.Context, data []byte) error {
 	var fds []int
-	if fx := c.fx; fx != nil {
+	if fx := c.filesIfAny(); fx != nil {
 		fx.mu.Lock()
 		fds, fx.reply = fx.reply, nil
 		fx.mu.Unlock()
@@ -95,7 +103,7 @@ func (c *serverCall) sendStream(ctx context.Context, data []byte) error {
 
 // closeStreamFiles closes the files of a stream call nobody took or sent.
 func (c *serverCall) closeStreamFiles() {
-	if fx := c.fx; fx != nil {
+	if fx := c.filesIfAny(); fx != nil {
 		fx.mu.Lock()
 		closeFDs(fx.in)
 		closeFDs(fx.reply)
@@ -156,10 +164,13 @@ func ReceiveFiles(dst *[]*os.File) CallOption {
 // not take are closed when it returns.
 func Files(ctx context.Context) []*os.File {
 	c, ok := ctx.Value(callKey{}).(*serverCall)
-	if !ok || c.fx == nil {
+	if !ok {
 		return nil
 	}
-	fx := c.fx
+	fx := c.filesIfAny()
+	if fx == nil {
+		return nil
+	}
 	fx.mu.Lock()
 	defer fx.mu.Unlock()
 	fds := fx.in

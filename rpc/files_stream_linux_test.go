@@ -153,3 +153,60 @@ func TestFilesOnStreamRefused(t *testing.T) {
 		t.Fatalf("reply: %q %v", out, err)
 	}
 }
+
+// TestFilesOnStreamTwoGoroutines: a handler that receives on one goroutine
+// (files arriving) while it sends on another. Run with -race.
+func TestFilesOnStreamTwoGoroutines(t *testing.T) {
+	l, addr := listenFor(t, "unix")
+	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1})
+	HandleBidiStream(srv, "F.Two", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
+		got := make(chan int, 1)
+		go func() {
+			n := 0
+			eachMsg(st, func([]byte) error {
+				for _, f := range Files(ctx) {
+					f.Close()
+					n++
+				}
+				return nil
+			})
+			got <- n
+		}()
+		for range 50 {
+			msg := []byte("tick")
+			if err := st.Send(&msg); err != nil {
+				return err
+			}
+		}
+		n := []byte{byte(<-got)}
+		return st.Send(&n)
+	})
+	c := serveAndDial(t, srv, l, addr, &ClientOptions{Settings: filesSettings()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, _ := os.Open(tempFile(t, "x"))
+	defer f.Close()
+	cs, err := NewStream[[]byte, []byte](ctx, c, "F.Two", WithCodec(codec.Raw), WithFiles(f, f, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	msg := []byte("m")
+	if err := cs.Send(&msg); err != nil {
+		t.Fatal(err)
+	}
+	cs.CloseSend()
+	var last, m []byte
+	for {
+		if err := cs.RecvMsg(&m); err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		last = append(last[:0], m...)
+	}
+	if len(last) != 1 || last[0] != 3 {
+		t.Fatalf("the handler took %v files, want 3", last)
+	}
+}
