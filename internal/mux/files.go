@@ -269,11 +269,11 @@ func closeFiles(b *pool.Buf) {
 // mapShared checks and maps a shared message, within MaxMessageSize and
 // the session's bound on mapped bytes. A memfd this process has mapped
 // already (the echo of a shared buffer it sent) is viewed through that
-// mapping. A new mapping is not populated: the receiver may never touch
-// it (a message sent on unchanged), and a copy out of it faults 16 pages
-// at a time, which measured as fast as MAP_POPULATE and the copy. The
-// memfd stays open with the mapping so that the message can be sent on as
-// it is.
+// mapping. A client populates a new mapping (MAP_POPULATE): its reply is
+// copied out at once, and that measured faster than faulting the pages
+// in. A server does not: its handler may never touch the message (one
+// sent on unchanged). The memfd stays open with the mapping so that the
+// message can be sent on as it is.
 func (s *Session) mapShared(fd int, length uint64, populate bool) (*pool.Buf, error) {
 	if length > uint64(s.local.MaxMessageSize) {
 		return nil, &wire.MessageTooLargeError{Size: int64(length), Limit: int64(s.local.MaxMessageSize)}
