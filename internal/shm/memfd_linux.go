@@ -74,26 +74,26 @@ func mapRO(fd int, length uint64, populate bool) ([]byte, error) {
 
 // check checks that fd is a memfd sealed with at least Seals whose size
 // is exactly length, and returns its fstat.
-func check(fd int, length uint64) (*unix.Stat_t, error) {
+func check(fd int, length uint64) (unix.Stat_t, error) {
+	var st unix.Stat_t
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
+		return st, fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
 	}
 	if seals&Seals != Seals {
-		return nil, fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
+		return st, fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
 	}
-	st := new(unix.Stat_t)
-	if err := unix.Fstat(fd, st); err != nil {
-		return nil, fmt.Errorf("%w: fstat: %v", ErrRefused, err)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, fmt.Errorf("%w: fstat: %v", ErrRefused, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%w: not a regular file", ErrRefused)
+		return st, fmt.Errorf("%w: not a regular file", ErrRefused)
 	}
 	if st.Size < 0 || uint64(st.Size) != length {
-		return nil, fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
+		return st, fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
 	}
 	if length > 1<<40 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrRefused, length)
+		return st, fmt.Errorf("%w: %d bytes", ErrRefused, length)
 	}
 	return st, nil
 }
