@@ -57,10 +57,12 @@ type ClientOptions struct {
 	Token string
 	// HandshakeTimeout bounds the preface exchange; 0 means 10 s.
 	HandshakeTimeout time.Duration
-	// SharedThreshold, if positive, sends messages of at least this many
-	// bytes (16 KiB at least) in sealed memfds instead of through the
-	// socket, on unix sockets where both sides set Settings.MaxFiles (see
-	// PROTOCOL.md, "Descriptors and shared messages"). MaxSharedBytes
+	// SharedThreshold sends messages of at least this many bytes (16 KiB
+	// at least) in sealed memfds instead of through the socket, on unix
+	// sockets where both sides set Settings.MaxFiles (see PROTOCOL.md,
+	// "Descriptors and shared messages"); 0 means 32 MiB, from where it
+	// measured faster than the socket; negative turns it off.
+	// Buffers of NewSharedBuffer go shared whatever it is. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once
 	// on one connection; 0 means 1 GiB.
 	SharedThreshold int

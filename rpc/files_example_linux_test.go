@@ -61,3 +61,44 @@ func ExampleReplyFiles() {
 	// Output:
 	// ok: the key is 42
 }
+
+// A large message without a copy: the caller fills a shared buffer in
+// place, and the server reads the same pages. The buffer is sealed by its
+// first send and can then be sent again as it is, until release.
+func ExampleClient_NewSharedBuffer() {
+	settings := wire.Settings{MaxFiles: 16, MaxMessageSize: 64 << 20}
+	srv := rpc.NewServer(&rpc.ServerOptions{Settings: settings})
+	rpc.HandleRaw(srv, "Image.Sum", func(ctx context.Context, req []byte) ([]byte, error) {
+		var sum byte // req is a read-only view of the caller's pages
+		for _, b := range req {
+			sum += b
+		}
+		return []byte{sum}, nil
+	})
+	addr, stop := serve(srv)
+	defer stop()
+
+	client, err := rpc.Dial(addr, &rpc.ClientOptions{Settings: settings})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	buf, release, err := client.NewSharedBuffer(32 << 20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer release() // after the calls that send it
+	for i := range buf {
+		buf[i] = byte(i % 3) // fill it in place: no copy of 32 MiB follows
+	}
+	var sum []byte
+	for range 2 { // sent twice, as the same sealed memfd
+		if err := client.Invoke(context.Background(), "Image.Sum", &buf, &sum); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(sum[0])
+
+	// Output:
+	// 255
+}

@@ -18,22 +18,7 @@ import (
 // on a unix socket with descriptors on both sides.
 func filesPair(t *testing.T, network string) (*Client, *atomic.Int32) {
 	t.Helper()
-	var l net.Listener
-	var err error
-	addr := ""
-	if network == "unix" || network == "unix-loop" {
-		path := filepath.Join(t.TempDir(), "f.sock")
-		l, err = net.Listen("unix", path)
-		addr = "unix://" + path
-	} else {
-		l, err = net.Listen("tcp", "127.0.0.1:0")
-		if err == nil {
-			addr = "tcp://" + l.Addr().String()
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, addr := listenFor(t, network)
 	calls := new(atomic.Int32)
 	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1, EventLoop: network == "unix-loop"})
 	HandleRaw(srv, "F.Read", func(ctx context.Context, req []byte) ([]byte, error) {
@@ -62,8 +47,34 @@ func filesPair(t *testing.T, network string) (*Client, *atomic.Int32) {
 		calls.Add(1)
 		return req, nil
 	})
+	c := serveAndDial(t, srv, l, addr, &ClientOptions{Settings: filesSettings()})
+	return c, calls
+}
+
+// listenFor listens on a unix socket ("unix", "unix-loop") or on tcp, and
+// returns the listener and the address to dial.
+func listenFor(t *testing.T, network string) (net.Listener, string) {
+	t.Helper()
+	if network == "unix" || network == "unix-loop" {
+		path := filepath.Join(t.TempDir(), "f.sock")
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, "unix://" + path
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, "tcp://" + l.Addr().String()
+}
+
+// serveAndDial serves srv on l and dials addr; both close with the test.
+func serveAndDial(t testing.TB, srv *Server, l net.Listener, addr string, opts *ClientOptions) *Client {
+	t.Helper()
 	go srv.Serve(l)
-	c, err := Dial(addr, &ClientOptions{Settings: filesSettings()})
+	c, err := Dial(addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +82,24 @@ func filesPair(t *testing.T, network string) (*Client, *atomic.Int32) {
 		c.Close()
 		srv.Close()
 	})
-	return c, calls
+	return c
+}
+
+// eachMsg calls each with every message of st until the caller closes its
+// side.
+func eachMsg(st *Stream[[]byte, []byte], each func(m []byte) error) error {
+	var m []byte
+	for {
+		if err := st.RecvMsg(&m); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if err := each(m); err != nil {
+			return err
+		}
+	}
 }
 
 func tempFile(t *testing.T, content string) string {
@@ -157,6 +185,16 @@ func TestFilesRefusedAtOnce(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("%d calls reached the server", n)
+	}
+	// A shared buffer to it is copied, and arrives whole.
+	buf, release, err := cl.NewSharedBuffer(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	buf[len(buf)-1] = 7
+	if err := cl.Invoke(ctx, "F.Ignore", &buf, &out); err != nil || len(out) != len(buf) || out[len(out)-1] != 7 {
+		t.Fatalf("shared buffer to an event-loop server: %d bytes, %v", len(out), err)
 	}
 
 	cu, calls := filesPair(t, "unix")

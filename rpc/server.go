@@ -76,10 +76,11 @@ type ServerOptions struct {
 	NoInline bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
-	// SharedThreshold, if positive, sends messages of at least this many
-	// bytes (16 KiB at least) in sealed memfds instead of through the
-	// socket, on unix sockets (not in event-loop mode) where both sides set Settings.MaxFiles (see
-	// PROTOCOL.md, "Descriptors and shared messages"). A shared request
+	// SharedThreshold sends messages of at least this many bytes (16 KiB
+	// at least) in sealed memfds instead of through the socket, on unix
+	// sockets (not in event-loop mode) where both sides set
+	// Settings.MaxFiles (see PROTOCOL.md, "Descriptors and shared
+	// messages"); 0 means 32 MiB, negative turns it off. A shared request
 	// reaches a HandleRaw handler as a read-only mapping, valid until the
 	// handler returns: a handler must not keep it. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -58,19 +61,14 @@ func sharedPair(t testing.TB, srvOpts ServerOptions, cliOpts ClientOptions) *Cli
 	HandleRaw(srv, "T.Mapped", func(ctx context.Context, req []byte) ([]byte, error) {
 		return []byte{byte(countMemfdMaps(t))}, nil // the request's mapping, if it came shared
 	})
+	HandleRaw(srv, "T.Addr", func(ctx context.Context, req []byte) ([]byte, error) {
+		return binary.LittleEndian.AppendUint64(nil, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(req))))), nil
+	})
 	HandleRaw(srv, "T.Block", func(ctx context.Context, req []byte) ([]byte, error) {
 		<-ctx.Done() // holds its request (and what came with it) until canceled
 		return nil, ctx.Err()
 	})
-	go srv.Serve(l)
-	c, err := Dial("unix://"+path, &cliOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.Close()
-	})
+	c := serveAndDial(t, srv, l, "unix://"+path, &cliOpts)
 	return c
 }
 
@@ -121,15 +119,20 @@ func checkNoLeak(t *testing.T, fds, maps, slack int) {
 }
 
 // BenchmarkLarge is unary echo of large payloads, 4 callers, through the
-// socket (copy) and in sealed memfds (shared).
+// socket without descriptors (copy) and with them announced (files), in
+// new sealed memfds (shared), and from buffers of NewSharedBuffer
+// (buffer).
 //
 //	go test ./rpc -run '^$' -bench Large -benchtime 20x
 func BenchmarkLarge(b *testing.B) {
 	for _, n := range []int{1 << 20, 16 << 20} {
-		for _, mode := range []string{"copy", "shared"} {
+		for _, mode := range []string{"copy", "files", "shared", "buffer"} {
 			b.Run(fmt.Sprintf("%s/%dMiB", mode, n>>20), func(b *testing.B) {
-				so := ServerOptions{Settings: filesSettings()}
-				co := ClientOptions{Settings: filesSettings()}
+				so := ServerOptions{Settings: wire.Settings{MaxMessageSize: 128 << 20}, SharedThreshold: -1}
+				co := ClientOptions{Settings: so.Settings, SharedThreshold: -1}
+				if mode != "copy" {
+					so.Settings, co.Settings = filesSettings(), filesSettings()
+				}
 				if mode == "shared" {
 					so.SharedThreshold, co.SharedThreshold = 256<<10, 256<<10
 				}
@@ -139,6 +142,15 @@ func BenchmarkLarge(b *testing.B) {
 				b.SetParallelism(2) // 4 callers on GOMAXPROCS 2
 				b.RunParallel(func(pb *testing.PB) {
 					req := make([]byte, n)
+					if mode == "buffer" {
+						buf, release, err := c.NewSharedBuffer(n)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer release()
+						req = buf
+					}
 					var out []byte
 					for pb.Next() {
 						if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
@@ -163,18 +175,7 @@ func TestSharedStream(t *testing.T) {
 	opts := ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10}
 	srv := NewServer(&opts)
 	HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
-		var m []byte
-		for {
-			if err := st.RecvMsg(&m); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-			if err := st.Send(&m); err != nil {
-				return err
-			}
-		}
+		return eachMsg(st, func(m []byte) error { return st.Send(&m) })
 	})
 	go srv.Serve(l)
 	defer srv.Close()
@@ -202,6 +203,22 @@ func TestSharedStream(t *testing.T) {
 			t.Fatalf("message %d of %d bytes differs", i, n)
 		}
 	}
+	// A shared buffer on a stream: sent twice, as its memfd.
+	buf, release, err := c.NewSharedBuffer(2 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf[1<<20] = 9
+	for range 2 {
+		if err := cs.Send(&buf); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := cs.RecvMsg(&got); err != nil || !bytes.Equal(got, buf) {
+			t.Fatalf("shared buffer on a stream: %v", err)
+		}
+	}
+	release()
 	cs.CloseSend()
 	var m []byte
 	if err := cs.RecvMsg(&m); err != io.EOF {
@@ -210,4 +227,95 @@ func TestSharedStream(t *testing.T) {
 	cs.Close()
 	c.Close()
 	checkNoLeak(t, fds, maps, 1)
+}
+
+// TestSharedBuffer: a buffer of NewSharedBuffer, filled in place, travels
+// as its memfd (the handler sees it mapped) even under SharedThreshold,
+// is sealed (read-only) by its first send, can be sent again, and its
+// echo comes back through its own mapping; over a connection without
+// descriptors it is copied. Nothing stays open or mapped after release.
+func TestSharedBuffer(t *testing.T) {
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	c := sharedPair(t,
+		ServerOptions{Settings: filesSettings(), SharedThreshold: -1},
+		ClientOptions{Settings: filesSettings(), SharedThreshold: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 4 << 20
+	buf, release, err := c.NewSharedBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	want := bytes.Clone(buf)
+	for range 3 {
+		// In one process the handler views the memfd through the
+		// client's own mapping of it.
+		var addr []byte
+		if err := c.Invoke(ctx, "T.Addr", &buf, &addr); err != nil {
+			t.Fatal(err)
+		}
+		if uintptr(binary.LittleEndian.Uint64(addr)) != uintptr(unsafe.Pointer(&buf[0])) {
+			t.Fatal("the handler's request is not the buffer: it was copied")
+		}
+		var out []byte
+		if err := c.Invoke(ctx, "T.Echo", &buf, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatal("echo differs")
+		}
+	}
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "/memfd:warren") && !strings.Contains(l, " r--s ") {
+			t.Fatalf("the buffer is not read-only after its send: %s", l)
+		}
+	}
+	release()
+	release()
+	// A client without descriptors copies it.
+	plain := sharedPair(t, ServerOptions{Settings: filesSettings()}, ClientOptions{})
+	buf2, release2, err := plain.NewSharedBuffer(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf2[0] = 42
+	var out []byte
+	if err := plain.Invoke(ctx, "T.Echo", &buf2, &out); err != nil || len(out) != 1<<20 || out[0] != 42 {
+		t.Fatalf("copied buffer: %v", err)
+	}
+	release2()
+	if _, _, err := c.NewSharedBuffer(-1); status.CodeOf(err) != status.InvalidArgument {
+		t.Fatalf("buffer of -1 bytes: %v", err)
+	}
+	c.Close()
+	plain.Close()
+	checkNoLeak(t, fds, maps, 4)
+}
+
+// TestSharedDefaultThreshold: with SharedThreshold 0, messages go shared
+// from 32 MiB; with a negative one, never.
+func TestSharedDefaultThreshold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, th := range []int{0, -1} {
+		c := sharedPair(t, ServerOptions{Settings: filesSettings(), SharedThreshold: th}, ClientOptions{Settings: filesSettings(), SharedThreshold: th})
+		for _, n := range []int{32<<20 - 1, 32 << 20} {
+			req := make([]byte, n)
+			var mapped []byte
+			if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
+				t.Fatal(err)
+			}
+			if want := th == 0 && n >= 32<<20; (mapped[0] > 0) != want {
+				t.Errorf("threshold %d, %d bytes: %d memfd mappings in the handler, want shared %v", th, n, mapped[0], want)
+			}
+		}
+		c.Close()
+	}
 }

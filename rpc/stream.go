@@ -57,9 +57,6 @@ type Stream[Req, Resp any] struct {
 	headerErr  error
 }
 
-// Context returns the call's context.
-func (s *Stream[Req, Resp]) Context() context.Context { return s.ctx }
-
 // Recv returns the caller's next message, or io.EOF once the caller closed
 // its side.
 func (s *Stream[Req, Resp]) Recv() (*Req, error) {
@@ -83,6 +80,7 @@ func (s *Stream[Req, Resp]) RecvMsg(m *Req) error {
 		}
 		return callError(err)
 	}
+	s.c.keepFiles(buf)
 	err = unmarshalInto(s.c.codec, buf, m)
 	if err != nil {
 		return status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", s.c.h.name, s.c.codec.Name(), err)
@@ -192,6 +190,7 @@ func (c *serverCall) runStream() {
 		return
 	}
 	defer c.end()
+	defer c.closeStreamFiles()
 	err := c.invokeStream()
 	c.mdMu.Lock()
 	var header []string
@@ -222,7 +221,7 @@ func (c *serverCall) send(ctx context.Context, data []byte) error {
 	if c.hs != nil {
 		return c.hs.send(data)
 	}
-	return c.st.Send(ctx, data, false)
+	return c.sendStream(ctx, data)
 }
 
 func (c *serverCall) sendHeader(md []string) error {
@@ -381,7 +380,7 @@ func (cs *ClientStream[Req, Resp]) Send(m *Req) error {
 	if err != nil {
 		return status.Errorf(status.Internal, "encoding %s request as %s: %v", cs.method, cs.cd.Name(), err)
 	}
-	err = cs.st.Send(cs.ctx, data, false)
+	err = sendStreamMsg(cs.ctx, cs.st, &cs.o, data)
 	pool.Put(scratch)
 	if err != nil {
 		return cs.sendError(err)
@@ -443,6 +442,7 @@ func (cs *ClientStream[Req, Resp]) RecvMsg(m *Resp) error {
 	buf, err := cs.st.Recv(cs.ctx)
 	if err == nil {
 		cs.captureHeader()
+		recvStreamFiles(&cs.o, buf)
 		err = unmarshalInto(cs.cd, buf, m)
 		if err != nil {
 			cs.st.Cancel()

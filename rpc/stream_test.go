@@ -1170,7 +1170,7 @@ func TestStreamInterceptors(t *testing.T) {
 // TestStreamInterceptorContext: the context a server stream interceptor
 // passes on must be the stream's context too. An interceptor that adds a
 // value or imposes a shorter deadline (a common server-side policy) must be
-// seen by Stream.Context, and the handler's blocked Stream.Recv must end
+// seen by the handler's context, and the handler's blocked Stream.Recv must end
 // when that context ends.
 func TestStreamInterceptorContext(t *testing.T) {
 	const limit = 100 * time.Millisecond
@@ -1188,7 +1188,7 @@ func TestStreamInterceptorContext(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	HandleBidiStream(srv, "IC.Ctx", func(ctx context.Context, st *Stream[seqMsg, seqMsg]) error {
-		r := result{streamVal: st.Context().Value(streamCtxKey{})}
+		r := result{streamVal: ctx.Value(streamCtxKey{})}
 		begin := time.Now()
 		_, r.recvErr = st.Recv() // the client sends nothing
 		r.recvAfter = time.Since(begin)
@@ -1205,7 +1205,7 @@ func TestStreamInterceptorContext(t *testing.T) {
 	defer cs.Close()
 	r := waitFor(t, res, 5*time.Second, "the handler")
 	if r.streamVal != "v" {
-		t.Errorf("Stream.Context() lacks the value the interceptor added (got %v)", r.streamVal)
+		t.Errorf("the handler's context lacks the value the interceptor added (got %v)", r.streamVal)
 	}
 	if r.recvAfter > limit+time.Second {
 		t.Errorf("the handler's Recv ignored the interceptor's %v deadline: it returned after %v with %v",

@@ -41,7 +41,7 @@ var Scenarios = []Scenario{
 	{"seqrtt", "Sequential round trip: one caller, 128-byte echo over a unix socket, one call at a time; raw is a bare socket ping-pong of the same bytes.", seqrttCases},
 	{"rawlat", "Bare Go sockets, the floor: ping-pong latency of 128 bytes, unix socket against TCP loopback.", rawlatCases},
 	{"rawtput", "Bare Go sockets, the floor: one-way throughput in writes of the payload size, unix socket against TCP loopback.", rawtputCases},
-	{"large", "Large unary echo over a unix socket, 4 concurrent callers sharing one connection (drpc: one each): warren copying through the socket, warren-memfd passing sealed memfds, and the peers with their message limits raised (ttrpc's 4 MiB limit is fixed); GB/s of payload echoed, each call's payload counted once.", largeCases},
+	{"large", "Large unary echo over a unix socket, 4 concurrent callers sharing one connection (drpc: one each): warren copying through the socket, warren-memfd copying each request into a new sealed memfd, warren-shared sending a buffer of Client.NewSharedBuffer filled once per caller (zero-copy), and the peers with their message limits raised (ttrpc's 4 MiB limit is fixed); GB/s of payload echoed, each call's payload counted once.", largeCases},
 	{"stream", "One bidirectional stream echoing 1 MiB messages over a unix socket (at most 8 in flight), GB/s of messages echoed (each counted once), allocations per message; raw is a bare socket echoing the same bytes.", streamCases},
 }
 
@@ -197,7 +197,7 @@ func largeCases(e *Env) []Case {
 		switch sys.Name() {
 		case "raw", "ttrpc":
 		case "warren":
-			syss = append(syss, sys, systems.Warren{Memfd: true})
+			syss = append(syss, sys, systems.Warren{Memfd: true}, systems.Warren{Shared: true})
 		default:
 			syss = append(syss, sys)
 		}
@@ -206,6 +206,9 @@ func largeCases(e *Env) []Case {
 	for _, size := range e.P.LargePayloads {
 		for _, sys := range syss {
 			c := e.callCase("large", sys, "unix", size, e.P.LargeCallers, e.P.LargeCalls, e.P.LargeMinTime)
+			if sys.Name() == "warren-shared" {
+				c.Row.Note = "request in a buffer of Client.NewSharedBuffer, filled once per caller"
+			}
 			run := c.Run
 			c.Run = func(ctx context.Context) (Sample, error) {
 				s, err := run(ctx)

@@ -90,9 +90,10 @@ func Names() []string {
 const LargeLimit = 128 << 20
 
 // ByName returns the RPC system called name: one of All, or warren-memfd
-// (warren with shared messages, which runs only in the large scenario).
+// or warren-shared (warren with shared messages, which run only in the
+// large scenario).
 func ByName(name string) (System, error) {
-	for _, s := range append(All(), Warren{Memfd: true}) {
+	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}) {
 		if s.Name() == name {
 			return s, nil
 		}

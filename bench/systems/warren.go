@@ -20,13 +20,21 @@ import (
 //
 // Its message limit is raised to LargeLimit (for the large scenario). With
 // Memfd ("warren-memfd") both sides announce descriptors (MaxFiles) and
-// send messages of SharedThreshold or more in sealed memfds.
-type Warren struct{ Memfd bool }
+// send messages of SharedThreshold or more in sealed memfds: the caller's
+// request is copied into a new memfd on each call. With Shared too
+// ("warren-shared") each caller fills a buffer of Client.NewSharedBuffer
+// with its request once and sends that buffer on every call, as the other
+// systems reuse their request, without a copy: warren's zero-copy path.
+type Warren struct{ Memfd, Shared bool }
 
-// SharedThreshold is warren-memfd's rpc SharedThreshold.
-const SharedThreshold = 32 << 20
+// SharedThreshold is warren-memfd's rpc SharedThreshold: the default
+// (32 MiB).
+const SharedThreshold = 0
 
 func (w Warren) Name() string {
+	if w.Shared {
+		return "warren-shared"
+	}
 	if w.Memfd {
 		return "warren-memfd"
 	}
@@ -35,7 +43,7 @@ func (w Warren) Name() string {
 
 func (w Warren) settings() (wire.Settings, int) {
 	s := wire.Settings{MaxMessageSize: LargeLimit}
-	if !w.Memfd {
+	if !w.Memfd && !w.Shared {
 		return s, 0
 	}
 	s.MaxFiles = 16
@@ -91,12 +99,45 @@ func (w Warren) Dial(ctx context.Context, network, address string) (Conn, error)
 		c.Close()
 		return nil, err
 	}
-	return warrenConn{c}, nil
+	return warrenConn{c, w.Shared}, nil
 }
 
-type warrenConn struct{ c *rpc.Client }
+type warrenConn struct {
+	c      *rpc.Client
+	shared bool
+}
 
-func (w warrenConn) Caller() Caller { return &warrenCaller{c: w.c} }
+func (w warrenConn) Caller() Caller {
+	if w.shared {
+		return &sharedCaller{warrenCaller: warrenCaller{c: w.c}}
+	}
+	return &warrenCaller{c: w.c}
+}
+
+// sharedCaller sends its request from a shared buffer, filled when the
+// request changes (once: a caller's request is always the same).
+type sharedCaller struct {
+	warrenCaller
+	from    []byte // the request buf holds
+	buf     []byte
+	release func()
+}
+
+func (s *sharedCaller) Echo(ctx context.Context, req []byte) ([]byte, error) {
+	if len(req) == 0 || s.buf == nil || len(s.from) != len(req) || &s.from[0] != &req[0] {
+		if s.release != nil {
+			s.release()
+		}
+		var err error
+		if s.buf, s.release, err = s.c.NewSharedBuffer(max(len(req), 1)); err != nil {
+			return nil, err
+		}
+		s.buf = s.buf[:copy(s.buf, req)]
+		s.from = req
+	}
+	err := s.c.Invoke(ctx, "Bench.Echo", &s.buf, &s.out)
+	return s.out, err
+}
 
 // warrenCaller passes pointers to its fields, as warren's own benchmarks
 // do: a []byte request would be boxed into the interface argument. The

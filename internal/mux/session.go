@@ -60,9 +60,10 @@ type Config struct {
 	// on it. Without KeepHTTP such a peer is answered with
 	// httpRejectResponse and the connection is closed.
 	KeepHTTP bool
-	// SharedMin, if positive, sends messages of at least this many bytes
-	// (16 KiB at least) in sealed memfds when both sides announced
-	// Settings.MaxFiles on a unix socket. MaxShared bounds the bytes of
+	// SharedMin sends messages of at least this many bytes (16 KiB at
+	// least) in sealed memfds when both sides announced Settings.MaxFiles
+	// on a unix socket; 0 means DefaultSharedMin, negative never (whole
+	// shared buffers and views still go shared). MaxShared bounds the bytes of
 	// such messages received and mapped at once; 0 means
 	// DefaultMaxShared.
 	SharedMin int

@@ -61,8 +61,8 @@ func (st *Stream) send(ctx context.Context, msg []byte, end bool, tail []byte) e
 		}
 		return err
 	}
-	if s.fs.sharedMin > 0 && len(msg) >= s.fs.sharedMin {
-		return st.sendShared(ctx, msg, end, tail)
+	if sent, err := st.sendShared(ctx, msg, end, tail); sent {
+		return err
 	}
 	if s.client {
 		// A large message may need credit, and the peer may block writing

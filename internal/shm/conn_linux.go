@@ -3,9 +3,14 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
+	"unsafe"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,8 +31,16 @@ type Conn struct {
 	uc  *net.UnixConn
 	max int // descriptors received and not taken, at most
 
-	rmu sync.Mutex // one Read at a time
+	rmu sync.Mutex // one Read at a time; protects the following
 	oob []byte
+	rc  syscall.RawConn // nil: ReadMsgUnix (under the race detector)
+	rfn func(fd uintptr) bool
+	msg unix.Msghdr
+	iov unix.Iovec
+	rn  int // bytes of the last raw read
+	on  int // control bytes of the last raw read
+	rfl int // flags of the last raw read
+	re  syscall.Errno
 
 	qmu    sync.Mutex // protects following
 	q      []int
@@ -45,7 +58,66 @@ func Wrap(c net.Conn, perRead, max int) *Conn {
 	}
 	// Room for perRead descriptors per control message and a few control
 	// messages per read (one per write of the peer it spans).
-	return &Conn{Conn: c, uc: uc, max: max, oob: make([]byte, unix.CmsgSpace(4*perRead)*4)}
+	fc := &Conn{Conn: c, uc: uc, max: max, oob: make([]byte, unix.CmsgSpace(4*perRead)*4)}
+	if !rawio.RaceEnabled {
+		if rc, err := uc.SyscallConn(); err == nil {
+			fc.rc, fc.rfn = rc, fc.readFd
+		}
+	}
+	return fc
+}
+
+// readFd is the RawConn.Read callback: one recvmsg with MSG_DONTWAIT (a
+// raw system call, as rawio reads: see rawio.IO), into c.iov and c.oob;
+// false asks the poller to wait. ReadMsgUnix would allocate the sender's
+// address on every read.
+func (c *Conn) readFd(fd uintptr) bool {
+	for {
+		c.msg.Control, c.msg.Controllen = &c.oob[0], uint64(len(c.oob))
+		c.msg.Flags = 0
+		n, _, e := syscall.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		switch e {
+		case 0:
+			c.rn, c.on, c.rfl = int(n), int(c.msg.Controllen), int(c.msg.Flags)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.re = e
+		return true
+	}
+}
+
+// readMsg reads bytes into b and control messages into c.oob.
+func (c *Conn) readMsg(b []byte) (n, oobn, flags int, err error) {
+	if c.rc == nil {
+		n, oobn, flags, _, err = c.uc.ReadMsgUnix(b, c.oob)
+		return n, oobn, flags, err
+	}
+	c.iov.Base = unsafe.SliceData(b)
+	c.iov.SetLen(len(b))
+	c.msg.Iov = &c.iov
+	c.msg.SetIovlen(1)
+	c.rn, c.on, c.rfl, c.re = 0, 0, 0, 0
+	err = c.rc.Read(c.rfn)
+	c.iov.Base, c.msg.Iov = nil, nil // keep no reference to the caller's memory
+	switch {
+	case err != nil:
+	case c.re != 0:
+		err = os.NewSyscallError("recvmsg", c.re)
+	case c.rn == 0 && len(b) > 0:
+		err = io.EOF
+	}
+	if err != nil && err != io.EOF {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err
+		}
+		err = &net.OpError{Op: "read", Net: "unix", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	return c.rn, c.on, c.rfl, err
 }
 
 // unixOf finds the *net.UnixConn under c through connections whose reads
@@ -78,7 +150,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if err := c.sticky(); err != nil {
 		return 0, err
 	}
-	n, oobn, flags, _, err := c.uc.ReadMsgUnix(b, c.oob)
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, oobn, flags, err := c.readMsg(b)
 	if oobn > 0 || flags&unix.MSG_CTRUNC != 0 {
 		if qerr := c.queue(c.oob[:oobn], flags); qerr != nil {
 			return 0, qerr

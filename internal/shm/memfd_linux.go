@@ -54,9 +54,13 @@ func fill(fd int, msg []byte) error {
 // that the file can neither change nor shrink under the mapping (a read
 // past the end of a shrunk file would raise SIGBUS). fd is not closed.
 func Map(fd int, length uint64, populate bool) ([]byte, error) {
-	if err := Check(fd, length); err != nil {
+	if _, err := check(fd, length); err != nil {
 		return nil, err
 	}
+	return mapRO(fd, length, populate)
+}
+
+func mapRO(fd int, length uint64, populate bool) ([]byte, error) {
 	flags := unix.MAP_SHARED
 	if populate {
 		flags |= unix.MAP_POPULATE
@@ -68,30 +72,30 @@ func Map(fd int, length uint64, populate bool) ([]byte, error) {
 	return b, nil
 }
 
-// Check checks that fd is a memfd sealed with at least Seals whose size
-// is exactly length.
-func Check(fd int, length uint64) error {
+// check checks that fd is a memfd sealed with at least Seals whose size
+// is exactly length, and returns its fstat.
+func check(fd int, length uint64) (unix.Stat_t, error) {
+	var st unix.Stat_t
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
+		return st, fmt.Errorf("%w: not a memfd (F_GET_SEALS: %v)", ErrRefused, err)
 	}
 	if seals&Seals != Seals {
-		return fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
+		return st, fmt.Errorf("%w: seals %#x, want %#x", ErrRefused, seals, Seals)
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("%w: fstat: %v", ErrRefused, err)
+		return st, fmt.Errorf("%w: fstat: %v", ErrRefused, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%w: not a regular file", ErrRefused)
+		return st, fmt.Errorf("%w: not a regular file", ErrRefused)
 	}
 	if st.Size < 0 || uint64(st.Size) != length {
-		return fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
+		return st, fmt.Errorf("%w: file of %d bytes, message of %d", ErrRefused, st.Size, length)
 	}
 	if length > 1<<40 {
-		return fmt.Errorf("%w: %d bytes", ErrRefused, length)
+		return st, fmt.Errorf("%w: %d bytes", ErrRefused, length)
 	}
-	return nil
+	return st, nil
 }
 
 // Unmap unmaps a mapping of Map.

@@ -19,12 +19,16 @@ var (
 // Conn is never made where descriptors are not passed (Wrap returns nil).
 type Conn struct{ net.Conn }
 
-func Wrap(c net.Conn, perRead, max int) *Conn                  { return nil }
-func (c *Conn) Take(n int) ([]int, error)                      { return nil, ErrDescriptors }
-func (c *Conn) Queued() int                                    { return 0 }
-func (c *Conn) WriteFiles(b []byte, fds []int) (int, error)    { return 0, ErrDescriptors }
-func NewSealed(msg []byte) (int, error)                        { return -1, errNoMemfd }
-func Map(fd int, length uint64, populate bool) ([]byte, error) { return nil, errNoMemfd }
-func Dup(fd int) (int, error)                                  { return -1, errNoMemfd }
-func Unmap(b []byte)                                           {}
-func CloseAll(fds []int)                                       {}
+func Wrap(c net.Conn, perRead, max int) *Conn                   { return nil }
+func (c *Conn) Take(n int) ([]int, error)                       { return nil, ErrDescriptors }
+func (c *Conn) Queued() int                                     { return 0 }
+func (c *Conn) WriteFiles(b []byte, fds []int) (int, error)     { return 0, ErrDescriptors }
+func NewSealed(msg []byte) (int, error)                         { return -1, errNoMemfd }
+func Map(fd int, length uint64, populate bool) ([]byte, error)  { return nil, errNoMemfd }
+func Dup(fd int) (int, error)                                   { return -1, errNoMemfd }
+func Unmap(b []byte)                                            {}
+func NewBuffer(n int) ([]byte, error)                           { return nil, errNoMemfd }
+func Open(fd int, length uint64, populate bool) ([]byte, error) { return nil, errNoMemfd }
+func Release(b []byte) bool                                     { return false }
+func Sendable(msg []byte) (int, bool)                           { return -1, false }
+func CloseAll(fds []int)                                        {}
