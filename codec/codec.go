@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sync"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -129,12 +128,7 @@ var jsonEncPool = sync.Pool{New: func() any {
 
 func (jsonCodec) Append(b []byte, v any) ([]byte, error) {
 	if m, ok := v.(proto.Message); ok {
-		n := len(b)
-		b, err := protojson.MarshalOptions{}.MarshalAppend(b, m)
-		if err != nil {
-			return b, err
-		}
-		return compactJSON(b, n), nil
+		return appendProtoJSON(b, m)
 	}
 	e := jsonEncPool.Get().(*jsonEnc)
 	e.buf.Reset()
@@ -179,7 +173,7 @@ func compactJSON(b []byte, from int) []byte {
 
 func (jsonCodec) Unmarshal(data []byte, v any) error {
 	if m, ok := v.(proto.Message); ok {
-		return protojson.Unmarshal(data, m) // an unknown field is an error naming it
+		return unmarshalProtoJSON(data, m)
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
