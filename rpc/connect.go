@@ -162,7 +162,13 @@ func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
 	hd, name := h.srv.lookupPath(r.URL.Path)
 	if hd == nil {
 		if sh := h.srv.bridge().services.lookup(r.URL.Path); sh != nil {
-			sh.ServeHTTP(w, r)
+			// Admitted and counted by serviceGuard.
+			cr := &connectReq{h: h, name: name, codecID: requestCodec(r), header: r.Header, parent: r.Context()}
+			sh.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connectReqKey{}, cr)))
+			if c := cr.call; c != nil {
+				c.repliedHTTP()
+				c.cancel(context.Canceled)
+			}
 			return
 		}
 	}
