@@ -159,6 +159,10 @@ func (s *Server) bridge() *connectBridge {
 
 // serveConnectGo serves r with connect-go's handler for its method's kind.
 func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
+	if binaryType, ok := webText(r.Header.Get("Content-Type")); ok {
+		serveWebText(w, r, binaryType, h.serveConnectGo)
+		return
+	}
 	hd, name := h.srv.lookupPath(r.URL.Path)
 	if hd == nil {
 		if sh := h.srv.bridge().services.lookup(r.URL.Path); sh != nil {
