@@ -501,10 +501,10 @@ func validHeaderName(k string) bool {
 	return true
 }
 
-// contentLengths holds the Content-Length header values of small bodies,
-// made once each: net/http does not modify a header value, so a reply
-// shares them.
-var contentLengths [1024]atomic.Pointer[[]string]
+// contentLengths holds the Content-Length header values of bodies up to
+// 4 KiB, made once each: net/http does not modify a header value, so
+// replies share them.
+var contentLengths [4<<10 + 1]atomic.Pointer[[]string]
 
 // contentLength returns the Content-Length header value for n bytes.
 func contentLength(n int) []string {
