@@ -5,6 +5,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	counter "github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/rawio"
 )
 
 // TestFlatJSONAllocs checks that JSON for a flat generated message costs
@@ -26,7 +27,7 @@ func TestFlatJSONAllocs(t *testing.T) {
 	if string(out) != `{"name":"demo","value":"1152921504606846976"}` {
 		t.Errorf("got %s", out)
 	}
-	if allocs > 3 {
+	if allocs > 3 && !rawio.RaceEnabled { // the race detector's sync.Pool drops buffers
 		t.Errorf("%v allocations per request and reply, want 3", allocs)
 	}
 }

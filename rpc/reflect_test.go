@@ -206,3 +206,24 @@ func TestReflectionPerConn(t *testing.T) {
 		st.Close()
 	}
 }
+
+// TestHealthInterceptorPanic: a panic in an interceptor around a health
+// check is the call's Internal error, counted, and the call's slot is
+// released.
+func TestHealthInterceptorPanic(t *testing.T) {
+	e := startHTTP(t, &rpc.ServerOptions{
+		Interceptors: []rpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *rpc.CallInfo, next rpc.UnaryHandler) (any, error) {
+			panic("interceptor")
+		}},
+	}, nil)
+	pc := protoCase{protocol: "grpc", http2: true}
+	hc := pc.httpClient(e.path)
+	defer hc.CloseIdleConnections()
+	_, err := grpchealth.NewClient(hc, "http://w", pc.options()...).Check(context.Background(), &grpchealth.CheckRequest{})
+	if connect.CodeOf(err) != connect.CodeInternal || !strings.Contains(err.Error(), "handler for grpc.health.v1.Health.Check panicked") {
+		t.Fatalf("health check: %v", err)
+	}
+	if st := e.srv.Stats(); st.Panics != 1 || st.Calls != 0 {
+		t.Fatalf("stats after the panic: %+v", st)
+	}
+}
