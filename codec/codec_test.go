@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -79,6 +80,27 @@ func TestJSON(t *testing.T) {
 	}
 	if err := JSON.Unmarshal([]byte(`{"name":`), &m); err == nil {
 		t.Error("truncated JSON accepted")
+	}
+	if err := JSON.Unmarshal([]byte(`{"name":"a"} {}`), &m); err == nil {
+		t.Error("trailing data accepted (a type without interfaces)")
+	}
+	// Interfaces anywhere in the type, through pointers, elements and
+	// recursive types, get exact numbers too.
+	type node struct {
+		Next  *node
+		Items []map[string]*[1]any
+	}
+	var nd node
+	if err := JSON.Unmarshal([]byte(`{"Next":{"Items":[{"k":[12345678901234567890]}]}}`), &nd); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := (*nd.Next.Items[0]["k"])[0].(json.Number); !ok || n.String() != "12345678901234567890" {
+		t.Fatalf("nested number = %#v", (*nd.Next.Items[0]["k"])[0])
+	}
+	for typ, want := range map[reflect.Type]bool{reflect.TypeFor[msg](): false, reflect.TypeFor[*node](): true, reflect.TypeFor[[]*msg](): false, reflect.TypeFor[error](): true} {
+		if holdsInterface(typ) != want {
+			t.Errorf("holdsInterface(%v) = %v", typ, !want)
+		}
 	}
 	// proto.Message values go through protojson.
 	out, err = JSON.Append(nil, wrapperspb.String("hi"))

@@ -159,10 +159,20 @@ func (s *Server) bridge() *connectBridge {
 
 // serveConnectGo serves r with connect-go's handler for its method's kind.
 func (h *httpConn) serveConnectGo(w http.ResponseWriter, r *http.Request) {
+	if binaryType, ok := webText(r.Header.Get("Content-Type")); ok {
+		serveWebText(w, r, binaryType, h.serveConnectGo)
+		return
+	}
 	hd, name := h.srv.lookupPath(r.URL.Path)
 	if hd == nil {
 		if sh := h.srv.bridge().services.lookup(r.URL.Path); sh != nil {
-			sh.ServeHTTP(w, r)
+			// Admitted and counted by serviceGuard.
+			cr := &connectReq{h: h, name: name, codecID: requestCodec(r), header: r.Header, parent: r.Context()}
+			sh.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connectReqKey{}, cr)))
+			if c := cr.call; c != nil {
+				c.repliedHTTP()
+				c.cancel(context.Canceled)
+			}
 			return
 		}
 	}

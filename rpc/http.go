@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/codec"
@@ -344,11 +345,9 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	var se *status.Error
 	unread := false // the body was not read whole
 	if req == nil {
-		var release func()
-		in, release, se = readBodyBudgeted(w, r, s.maxMessage())
-		if release != nil {
-			defer release() // after pool.Put(in) below
-		}
+		var held int64
+		in, held, se = readBodyBudgeted(w, r, s.maxMessage())
+		defer bodyBytes.Add(-held) // after pool.Put(in) below
 		unread = se != nil
 		if in != nil {
 			req = in.B
@@ -386,7 +385,7 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 		setMetadataHeaders(hdr, header, "")
 		setMetadataHeaders(hdr, trailer, "Trailer-")
 		hdr["Content-Type"] = enc.contentType()
-		hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
+		hdr["Content-Length"] = contentLength(len(out))
 		w.WriteHeader(http.StatusOK)
 		w.Write(out)
 	}
@@ -500,4 +499,22 @@ func validHeaderName(k string) bool {
 		}
 	}
 	return true
+}
+
+// contentLengths holds the Content-Length header values of bodies up to
+// 4 KiB, made once each: net/http does not modify a header value, so
+// replies share them.
+var contentLengths [4<<10 + 1]atomic.Pointer[[]string]
+
+// contentLength returns the Content-Length header value for n bytes.
+func contentLength(n int) []string {
+	if n >= len(contentLengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := contentLengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	contentLengths[n].Store(&v)
+	return v
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -28,7 +27,7 @@ func writeUnaryError(w http.ResponseWriter, httpStatus int, se *status.Error, he
 	setMetadataHeaders(h, header, "")
 	setMetadataHeaders(h, trailer, "Trailer-")
 	h["Content-Type"] = ctJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(data))}
+	h["Content-Length"] = contentLength(len(data))
 	w.WriteHeader(httpStatus)
 	w.Write(data)
 }

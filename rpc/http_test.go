@@ -81,6 +81,21 @@ func startHTTP(t *testing.T, opts *rpc.ServerOptions, register func(*rpc.Server)
 	return e
 }
 
+// setCounter dials the server over warren, for the rest of the test, and
+// sets counter name to value.
+func (e *httpEnv) setCounter(t *testing.T, name string, value int64) *rpc.Client {
+	t.Helper()
+	c, err := rpc.Dial(e.addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := rpc.Call[counter.SetRequest, counter.Entry](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: name, Value: value}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // reply is an HTTP response read whole.
 type reply struct {
 	status int
@@ -785,15 +800,8 @@ func TestHTTPKeepAlive(t *testing.T) {
 // TestHTTPAndWarren serves warren and HTTP clients on one listener at once.
 func TestHTTPAndWarren(t *testing.T) {
 	e := startHTTP(t, nil, nil)
-	c, err := rpc.Dial(e.addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.setCounter(t, "x", 0)
 	ctx := context.Background()
-	if _, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "x"}); err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {

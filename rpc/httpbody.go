@@ -40,43 +40,58 @@ var bodyBytes atomic.Int64
 
 // readBodyBudgeted reads r's body (at most limit bytes) into a pooled
 // buffer that grows as data arrives, within httpBodyBudget, and within
-// bodyReadTimeout. release gives the budget back; call it once the buffer
-// is no longer used.
-func readBodyBudgeted(w http.ResponseWriter, r *http.Request, limit uint32) (buf *pool.Buf, release func(), se *status.Error) {
+// bodyReadTimeout. held is the budget the buffer takes: give it back with
+// bodyBytes.Add(-held) once the buffer is no longer used (it is 0 on
+// error).
+func readBodyBudgeted(w http.ResponseWriter, r *http.Request, limit uint32) (buf *pool.Buf, held int64, se *status.Error) {
 	if r.ContentLength > int64(limit) {
-		return nil, nil, status.Errorf(status.ResourceExhausted, "request body of %d bytes is over the limit of %d", r.ContentLength, limit)
+		return nil, 0, status.Errorf(status.ResourceExhausted, "request body of %d bytes is over the limit of %d", r.ContentLength, limit)
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyDeadline()))
-	defer func() {
-		if se == nil {
-			rc.SetReadDeadline(time.Time{})
-		} else {
-			// The connection closes after the reply: let net/http read
-			// nothing more of the body (it would wait for it).
-			rc.SetReadDeadline(time.Now())
-		}
-	}()
+	buf, held, se = readBody(r, limit)
+	if se == nil {
+		rc.SetReadDeadline(time.Time{})
+	} else {
+		// The connection closes after the reply: let net/http read
+		// nothing more of the body (it would wait for it).
+		rc.SetReadDeadline(time.Now())
+	}
+	return buf, held, se
+}
+
+// growBudget raises what a body holds of httpBodyBudget to n bytes, if
+// the budget allows.
+func growBudget(held *int64, n int) bool {
+	add := int64(n) - *held
+	if bodyBytes.Add(add) > httpBodyBudget {
+		bodyBytes.Add(-add)
+		return false
+	}
+	*held = int64(n)
+	return true
+}
+
+func bodyBudgetError() *status.Error {
+	return status.New(status.ResourceExhausted, "the server is reading too many request bodies; try again")
+}
+
+func readBody(r *http.Request, limit uint32) (*pool.Buf, int64, *status.Error) {
 	var held int64
-	release = func() { bodyBytes.Add(-held) }
-	grow := func(n int) bool {
-		add := int64(n) - held
-		if bodyBytes.Add(add) > httpBodyBudget {
-			bodyBytes.Add(-add)
-			return false
-		}
-		held = int64(n)
-		return true
+	fail := func(buf *pool.Buf, se *status.Error) (*pool.Buf, int64, *status.Error) {
+		pool.Put(buf)
+		bodyBytes.Add(-held)
+		return nil, 0, se
 	}
 	want := int(limit) + 1 // unknown length: read one past the limit to see it
 	if r.ContentLength >= 0 {
 		want = int(r.ContentLength)
 	}
 	size := min(want, 4<<10)
-	if !grow(size) {
-		return nil, nil, status.New(status.ResourceExhausted, "the server is reading too many request bodies; try again")
+	if !growBudget(&held, size) {
+		return nil, 0, bodyBudgetError()
 	}
-	buf = pool.Get(size)
+	buf := pool.Get(size)
 	n := 0
 	for {
 		if n == len(buf.B) {
@@ -84,10 +99,8 @@ func readBodyBudgeted(w http.ResponseWriter, r *http.Request, limit uint32) (buf
 				break
 			}
 			bigger := min(2*n, want)
-			if !grow(bigger) {
-				pool.Put(buf)
-				release()
-				return nil, nil, status.New(status.ResourceExhausted, "the server is reading too many request bodies; try again")
+			if !growBudget(&held, bigger) {
+				return fail(buf, bodyBudgetError())
 			}
 			b := pool.Get(bigger)
 			copy(b.B, buf.B[:n])
@@ -100,24 +113,18 @@ func readBodyBudgeted(w http.ResponseWriter, r *http.Request, limit uint32) (buf
 			break
 		}
 		if err != nil {
-			pool.Put(buf)
-			release()
-			return nil, nil, bodyReadError(r, err)
+			return fail(buf, bodyReadError(r, err))
 		}
 	}
 	if r.ContentLength >= 0 && n < want {
-		pool.Put(buf)
-		release()
-		return nil, nil, &status.Error{Code: status.InvalidArgument, Message: "request body ended early"}
+		return fail(buf, &status.Error{Code: status.InvalidArgument, Message: "request body ended early"})
 	}
 	if n > int(limit) {
-		pool.Put(buf)
-		release()
-		return nil, nil, status.Errorf(status.ResourceExhausted, "request body of more than %d bytes is over the limit of %d", limit, limit)
+		return fail(buf, status.Errorf(status.ResourceExhausted, "request body of more than %d bytes is over the limit of %d", limit, limit))
 	}
 	buf.B = buf.B[:n]
 	r.Body.Close()
-	return buf, release, nil
+	return buf, held, nil
 }
 
 // bodyReadError turns an error reading a request body into a status:
@@ -192,7 +199,7 @@ func (g *smuggleGuard) scan(p []byte) bool {
 		}
 		start := len(g.hdr)
 		g.hdr = append(g.hdr, p...)
-		end := bytes.Index(g.hdr, []byte("\r\n\r\n"))
+		end := bytes.Index(g.hdr, crlfcrlf)
 		if end < 0 {
 			if len(g.hdr) > maxGuardHeader {
 				g.state, g.hdr = guardOff, nil
@@ -203,21 +210,24 @@ func (g *smuggleGuard) scan(p []byte) bool {
 		used := end - start // of p
 		block := g.hdr[:end]
 		cl, te, up := int64(-1), false, false
-		for _, line := range bytes.Split(block, []byte("\r\n")) {
-			name, value, ok := bytes.Cut(line, []byte(":"))
+		for rest := block; len(rest) > 0; {
+			line := rest
+			if i := bytes.Index(rest, crlf); i >= 0 {
+				line, rest = rest[:i], rest[i+2:]
+			} else {
+				rest = nil
+			}
+			name, value, ok := bytes.Cut(line, colon)
 			if !ok {
 				continue
 			}
-			switch strings.ToLower(string(bytes.TrimSpace(name))) {
-			case "content-length":
-				if v, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64); err == nil {
-					cl = v
-				} else {
-					cl = 0 // net/http refuses it
-				}
-			case "transfer-encoding":
+			name = bytes.TrimSpace(name)
+			switch {
+			case bytes.EqualFold(name, hdrContentLength):
+				cl = parseContentLength(bytes.TrimSpace(value))
+			case bytes.EqualFold(name, hdrTransferEncoding):
 				te = true
-			case "upgrade":
+			case bytes.EqualFold(name, hdrUpgrade):
 				up = true
 			}
 		}
@@ -233,6 +243,31 @@ func (g *smuggleGuard) scan(p []byte) bool {
 		p = p[used:]
 	}
 	return true
+}
+
+var (
+	crlf                = []byte("\r\n")
+	crlfcrlf            = []byte("\r\n\r\n")
+	colon               = []byte(":")
+	hdrContentLength    = []byte("content-length")
+	hdrTransferEncoding = []byte("transfer-encoding")
+	hdrUpgrade          = []byte("upgrade")
+)
+
+// parseContentLength reads a Content-Length value: 0 for one that is not
+// a number (net/http refuses it).
+func parseContentLength(v []byte) int64 {
+	if len(v) == 0 || len(v) > 18 {
+		return 0
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 // NetConn returns the underlying connection.
