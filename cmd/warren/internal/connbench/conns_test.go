@@ -126,6 +126,40 @@ func checkChildrenQuiet(t *testing.T, stderr string) {
 	}
 }
 
+// TestPipelineNetworks runs the benchmark small over tcp and WebSocket:
+// each shard's server on a port of its own, each client from a source
+// address of its own, every connection live every round.
+func TestPipelineNetworks(t *testing.T) {
+	for _, network := range []string{netTCP, netWS} {
+		t.Run(network, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			b := newBench(t, testSys(), &stdout, &stderr, "--network", network,
+				"--total", "300", "--per-shard", "150", "--rounds", "2", "--window", "32",
+				"--settle", "0", "--timeout", "30s", "--margin", "64MiB")
+			err := b.run(context.Background())
+			if err != nil {
+				t.Fatalf("%v\nstderr:\n%s", err, stderr.String())
+			}
+			checkCleanedUp(t, b)
+			if len(b.rows) != 1 || b.rows[0].conns != 300 || b.rows[0].shards != 2 {
+				t.Errorf("rows %+v, want one step of 300 connections over 2 shards", b.rows)
+			}
+			for _, want := range []string{"round 0: 300 calls", "round 1: 300 calls", "add up to 300 = connections"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q", want)
+				}
+			}
+			out := stdout.String()
+			for _, want := range []string{"300 " + network + " connections over 2 shards", "(127.0.0.2, 127.0.0.3, ...)", "All 300 connections were live in every round."} {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+			checkChildrenQuiet(t, stderr.String())
+		})
+	}
+}
+
 // TestPipelineGoroutineMode runs the servers a goroutine per connection.
 func TestPipelineGoroutineMode(t *testing.T) {
 	var stdout, stderr syncBuffer
@@ -250,7 +284,7 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("got %+v", cfg)
 	}
 	for _, args := range [][]string{
-		{"--mode", "threads"}, {"--steps", "100,50"}, {"--total", "10", "--steps", "20"}, {"--margin", "lots"}, {"--total", "0"}, {"extra"},
+		{"--mode", "threads"}, {"--network", "udp"}, {"--steps", "100,50"}, {"--total", "10", "--steps", "20"}, {"--margin", "lots"}, {"--total", "0"}, {"extra"},
 	} {
 		if _, err := parseConfig(args, &stderr); err == nil {
 			t.Errorf("parseConfig(%q) succeeded", args)
