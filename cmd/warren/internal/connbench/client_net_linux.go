@@ -25,12 +25,13 @@ const (
 )
 
 // target is where a tiny client connects: a socket file (unix), or an IPv4
-// address and port (tcp, ws), from source address src if it is valid.
+// address and port (tcp, ws), from source addresses from src on if it is
+// valid: connection i from src + i/perSource.
 type target struct {
 	network string
 	path    string         // unix: the socket file
 	addr    netip.AddrPort // tcp, ws
-	src     netip.Addr     // tcp, ws: the source address to bind, if valid
+	src     netip.Addr     // tcp, ws: the first source address to bind, if valid
 	wsPath  string         // ws: the HTTP path
 }
 
@@ -62,12 +63,24 @@ func parseTarget(addr, src string) (target, error) {
 	return t, nil
 }
 
-// connect opens a blocking connection to t. A tcp or ws connection binds
-// its source address first with IP_BIND_ADDRESS_NO_PORT, so that the
-// kernel picks the source port at connect time, for this destination only:
-// each (source address, destination) pair has the whole ephemeral port
-// range.
-func (t target) connect() (int, error) {
+// perSource is how many connections a client makes from one source
+// address to its server: well within the default ephemeral port range
+// (32768-60999).
+const perSource = 16000
+
+// nthAddr returns a + n.
+func nthAddr(a netip.Addr, n int) netip.Addr {
+	b := a.As4()
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])+uint32(n))
+	return netip.AddrFrom4(b)
+}
+
+// connect opens blocking connection i to t. A tcp or ws connection binds
+// its source address (src + i/perSource) first with
+// IP_BIND_ADDRESS_NO_PORT, so that the kernel picks the source port at
+// connect time, for this destination only: each (source address,
+// destination) pair has the whole ephemeral port range.
+func (t target) connect(i int) (int, error) {
 	var sa unix.Sockaddr
 	domain := unix.AF_UNIX
 	if t.network == netUnix {
@@ -85,7 +98,7 @@ func (t target) connect() (int, error) {
 		if err == nil && t.src.IsValid() {
 			err = os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1))
 			if err == nil {
-				err = os.NewSyscallError("bind", unix.Bind(fd, &unix.SockaddrInet4{Addr: t.src.As4()}))
+				err = os.NewSyscallError("bind", unix.Bind(fd, &unix.SockaddrInet4{Addr: nthAddr(t.src, i/perSource).As4()}))
 			}
 		}
 		if err != nil {

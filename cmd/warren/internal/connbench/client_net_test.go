@@ -73,6 +73,12 @@ func TestParseTarget(t *testing.T) {
 	if err != nil || dst.network != netWS || dst.wsPath != "/a/b" || dst.addr.Port() != 80 || dst.src.String() != "127.0.0.2" {
 		t.Errorf("parseTarget = %+v, %v", dst, err)
 	}
+	if a := nthAddr(dst.src, 255); a.String() != "127.0.1.1" {
+		t.Errorf("nthAddr(127.0.0.2, 255) = %v", a)
+	}
+	if a := sourceAddr(299); a.String() != "127.1.44.1" {
+		t.Errorf("sourceAddr(299) = %v", a)
+	}
 }
 
 // serverFrame is a server's (unmasked) binary frame.

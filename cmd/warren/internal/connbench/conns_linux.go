@@ -92,19 +92,20 @@ func defaultSys(exe string, prefix []string) sysDeps {
 
 // config is the command line of `bench conns`.
 type config struct {
-	network   string
-	total     int
-	perShard  int
-	mode      string
-	steps     []int
-	rounds    int
-	margin    uint64
-	timeout   time.Duration
-	window    int
-	settle    time.Duration
-	ioTimeout time.Duration
-	dir       string
-	heapDir   string
+	network     string
+	total       int
+	perShard    int
+	mode        string
+	steps       []int
+	rounds      int
+	margin      uint64
+	timeout     time.Duration
+	window      int
+	settle      time.Duration
+	ioTimeout   time.Duration
+	dir         string
+	heapDir     string
+	raiseNoFile bool
 }
 
 const usageText = `usage: warren bench conns [flags]
@@ -141,7 +142,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.StringVar(&cfg.network, "network", netUnix, "unix, tcp or ws (WebSocket over TCP loopback)")
 	fs.IntVar(&cfg.total, "total", 1_000_000, "connections to reach")
-	fs.IntVar(&cfg.perShard, "per-shard", 19_000, "most connections per server process (lowered to fit RLIMIT_NOFILE)")
+	fs.IntVar(&cfg.perShard, "per-shard", 19_000, "most connections per server process (lowered to fit RLIMIT_NOFILE unless --raise-nofile)")
+	fs.BoolVar(&cfg.raiseNoFile, "raise-nofile", false, "raise the hard RLIMIT_NOFILE (and fs.nr_open) to fit --per-shard, as root")
 	fs.StringVar(&cfg.mode, "mode", modeEventLoop, "server mode: eventloop or goroutine")
 	steps := fs.String("steps", "", "comma-separated connection counts to step through (default 1000, 10000, ... up to --total)")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (one call per connection) per step")
@@ -268,6 +270,7 @@ type bench struct {
 
 	connCost, procCost uint64 // estimates, bytes
 	limits             kernelLimits
+	raisedNoFile       string // how RLIMIT_NOFILE was raised, if it was
 	ct0                uint64 // nf_conntrack_count at the start
 	minAvail           atomic.Uint64
 	mem0               map[string]uint64
@@ -323,6 +326,18 @@ func (b *bench) run(parent context.Context) (err error) {
 
 	// Descriptors: each shard's processes hold its connections, one end
 	// each; the system holds both ends of every connection.
+	defer func() {
+		done, rerr := b.limits.restore()
+		if done != "" {
+			fmt.Fprintf(b.out, "limits restored: %s\n", done)
+		}
+		err = errors.Join(err, rerr)
+	}()
+	if cfg.raiseNoFile {
+		if b.raisedNoFile, err = b.limits.noFile(uint64(min(cfg.perShard, cfg.total) + reserveFDs)); err != nil {
+			return err
+		}
+	}
 	nofile, err := b.sys.noFile()
 	if err != nil {
 		return err
@@ -335,14 +350,6 @@ func (b *bench) run(parent context.Context) (err error) {
 		cfg.perShard = fit
 	}
 	nshards := (cfg.total + cfg.perShard - 1) / cfg.perShard
-	defer func() {
-		changed := b.limits.changed
-		if rerr := b.limits.restore(); rerr != nil {
-			err = errors.Join(err, rerr)
-		} else if len(changed) > 0 {
-			fmt.Fprintf(b.out, "kernel settings restored: %s\n", joinChanges(changed, true))
-		}
-	}()
 	if err := b.raiseLimits(nshards); err != nil {
 		return err
 	}
@@ -363,10 +370,11 @@ func (b *bench) run(parent context.Context) (err error) {
 	fmt.Fprintf(b.out, "warren bench conns: %d %s connections over %s (a server process and a client process each) of at most %d connections\n",
 		cfg.total, cfg.network, plural(nshards, "shard"), cfg.perShard)
 	if cfg.network != netUnix {
-		fmt.Fprintf(b.out, "each shard: a server port of its own on 127.0.0.1, its client's source address of its own (%s, %s, ...)\n", sourceAddr(0), sourceAddr(1))
+		fmt.Fprintf(b.out, "each shard: a server port of its own on 127.0.0.1; its client connects from source addresses of its own (%s, %s, ... and the next address every %d connections)\n",
+			sourceAddr(0), sourceAddr(1), perSource)
 	}
-	if len(b.limits.changed) > 0 {
-		fmt.Fprintf(b.out, "kernel settings raised for the run: %s\n", joinChanges(b.limits.changed, false))
+	if b.raisedNoFile != "" || len(b.limits.changed) > 0 {
+		fmt.Fprintf(b.out, "limits raised for the run: %s\n", strings.Trim(b.raisedNoFile+", "+joinChanges(b.limits.changed), ", "))
 	}
 	fmt.Fprintf(b.out, "open-file limit per process %d (soft limit raised to the hard one); server mode %s; %d rounds per step; window %d; memory margin %s\n\n",
 		nofile, cfg.mode, cfg.rounds, cfg.window, fmtBytes(float64(cfg.margin)))

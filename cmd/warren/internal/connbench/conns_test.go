@@ -150,7 +150,7 @@ func TestPipelineNetworks(t *testing.T) {
 				}
 			}
 			out := stdout.String()
-			for _, want := range []string{"300 " + network + " connections over 2 shards", "(127.0.0.2, 127.0.0.3, ...)", "All 300 connections were live in every round."} {
+			for _, want := range []string{"300 " + network + " connections over 2 shards", "(127.0.1.1, 127.0.2.1, ...", "All 300 connections were live in every round."} {
 				if !strings.Contains(out, want) {
 					t.Errorf("stdout lacks %q:\n%s", want, out)
 				}

@@ -1,13 +1,14 @@
 package connbench
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // sysctlDir is where the kernel's settings are (tests point it elsewhere).
@@ -23,6 +24,34 @@ type sysctlChange struct {
 // needs, and puts them back afterwards.
 type kernelLimits struct {
 	changed []sysctlChange
+	nofile  *unix.Rlimit // RLIMIT_NOFILE before the run raised it
+}
+
+// noFile raises this process's RLIMIT_NOFILE (which its children inherit)
+// to want if its hard limit is lower, and fs.nr_open, the most it may be,
+// if that is lower too. It returns the change, or "" if none was needed.
+func (k *kernelLimits) noFile(want uint64) (string, error) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return "", fmt.Errorf("getrlimit(RLIMIT_NOFILE): %w", err)
+	}
+	if rl.Max >= want {
+		return "", nil
+	}
+	msg := ""
+	if c, err := k.atLeast("fs.nr_open", want); err != nil {
+		return "", err
+	} else if c != nil {
+		msg = c.String() + ", "
+	}
+	old := rl
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: want, Max: want}); err != nil {
+		return "", fmt.Errorf("raising RLIMIT_NOFILE from %d to %d for the run (as root, or lower --per-shard): %w", rl.Max, want, err)
+	}
+	if k.nofile == nil {
+		k.nofile = &old
+	}
+	return msg + fmt.Sprintf("RLIMIT_NOFILE %d -> %d", old.Max, want), nil
 }
 
 func sysctlPath(name string) string {
@@ -120,38 +149,46 @@ func (k *kernelLimits) last(name string) *sysctlChange {
 	return nil
 }
 
-// restore puts back every setting changed, last changed first.
-func (k *kernelLimits) restore() error {
-	var errs []string
+// restore puts back every setting changed, last changed first, and says
+// which.
+func (k *kernelLimits) restore() (string, error) {
+	var errs, done []string
+	if k.nofile != nil {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, k.nofile); err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			done = append(done, fmt.Sprintf("RLIMIT_NOFILE %d", k.nofile.Max))
+		}
+		k.nofile = nil
+	}
 	for i := len(k.changed) - 1; i >= 0; i-- {
 		c := k.changed[i]
 		if err := os.WriteFile(sysctlPath(c.name), []byte(c.old+"\n"), 0); err != nil {
 			errs = append(errs, err.Error())
+		} else {
+			done = append(done, c.name+" "+c.old)
 		}
 	}
 	k.changed = nil
 	if len(errs) > 0 {
-		return fmt.Errorf("restoring kernel settings: %s", strings.Join(errs, "; "))
+		return strings.Join(done, ", "), fmt.Errorf("restoring kernel settings: %s", strings.Join(errs, "; "))
 	}
-	return nil
+	return strings.Join(done, ", "), nil
 }
 
 func (c sysctlChange) String() string { return fmt.Sprintf("%s %s -> %s", c.name, c.old, c.new) }
 
-// sourceAddr is the source address of shard i's client over tcp and ws:
-// 127.0.0.2, 127.0.0.3, ... (all of 127.0.0.0/8 is this machine).
+// sourceAddr is the first source address of shard i's client over tcp and
+// ws: 127.0.1.1, 127.0.2.1, ... (all of 127.0.0.0/8 is this machine). The
+// client takes the next address every perSource connections, up to 256 of
+// them (4 million connections).
 func sourceAddr(i int) netip.Addr {
-	var a [4]byte
-	binary.BigEndian.PutUint32(a[:], 127<<24+2+uint32(i))
-	return netip.AddrFrom4(a)
+	return netip.AddrFrom4([4]byte{127, byte((i + 1) >> 8), byte(i + 1), 1})
 }
 
-func joinChanges(cs []sysctlChange, back bool) string {
+func joinChanges(cs []sysctlChange) string {
 	var s []string
 	for _, c := range cs {
-		if back {
-			c.old, c.new = c.new, c.old
-		}
 		s = append(s, c.String())
 	}
 	return strings.Join(s, ", ")
@@ -173,7 +210,7 @@ func (b *bench) raiseLimits(nshards int) error {
 		}
 	}
 	if cfg.network != netUnix {
-		if _, err := b.limits.portRange(cfg.perShard + cfg.perShard/10); err != nil {
+		if _, err := b.limits.portRange(min(cfg.perShard, perSource) * 11 / 10); err != nil {
 			return err
 		}
 	}
