@@ -534,8 +534,9 @@ func (b *bench) step(n int) error {
 		r.roundMax = max(r.roundMax, d)
 	}
 	b.sampleMem()
+	peak := uint64(0) // the drop of MemAvailable during the step, per connection added
 	if m := b.minAvail.Load(); m < afterProcs && added > 0 {
-		b.connCost = max((afterProcs-m)/uint64(added)*5/4, 1<<10)
+		peak = (afterProcs - m) / uint64(added)
 	}
 
 	// Memory, once the sessions and workers of the rounds are gone.
@@ -548,9 +549,25 @@ func (b *bench) step(n int) error {
 	if err := b.measure(&r); err != nil {
 		return err
 	}
+	b.estimate(r, peak)
 	b.rows = append(b.rows, r)
 	b.printRow(r)
 	return nil
+}
+
+// estimate sets the cost of a connection for the memory guard from the
+// step just measured: what the run's own processes and the kernel were
+// measured to hold per connection, +25%. The drop of MemAvailable during
+// the step (peak) counts only as far as it is not more than twice that: on
+// a shared machine, MemAvailable also falls with everyone else's memory,
+// which no estimate of the run's can include (the watchdog still stops the
+// run if MemAvailable falls under the margin).
+func (b *bench) estimate(r row, peak uint64) {
+	own := max(r.kernel, 0) + max(r.srvRSS, 0) + max(r.cliRSS, 0)
+	if own <= 0 {
+		own = float64(peak)
+	}
+	b.connCost = max(uint64(max(own, min(float64(peak), 2*own))*5/4), 1<<10)
 }
 
 func (b *bench) estimateSource() string {

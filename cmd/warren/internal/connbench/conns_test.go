@@ -196,6 +196,26 @@ func TestMemoryGuardRefuses(t *testing.T) {
 	checkCleanedUp(t, b)
 }
 
+// TestMemoryEstimate: the guard's estimate of a connection is what the
+// step measured (+25%), with the drop of MemAvailable counted up to twice
+// that: others' memory on a shared machine does not stop the run.
+func TestMemoryEstimate(t *testing.T) {
+	b := &bench{}
+	for _, tt := range []struct {
+		peak uint64
+		want uint64
+	}{{0, 12500}, {5000, 12500}, {15000, 18750}, {1 << 20, 25000}} {
+		b.estimate(row{kernel: 9000, srvRSS: 900, cliRSS: 100}, tt.peak)
+		if b.connCost != tt.want {
+			t.Errorf("peak %d: estimate %d, want %d", tt.peak, b.connCost, tt.want)
+		}
+	}
+	b.estimate(row{}, 3000)
+	if b.connCost != 3750 {
+		t.Errorf("no measurement, peak 3000: estimate %d, want 3750", b.connCost)
+	}
+}
+
 // TestMemoryGuardStops: the estimate from the first step refuses the
 // second, and the run stops after the first, cleaning up.
 func TestMemoryGuardStops(t *testing.T) {
@@ -207,12 +227,21 @@ func TestMemoryGuardStops(t *testing.T) {
 		defer mu.Unlock()
 		return avail, nil
 	}
+	// The connections of the first step cost 512 KiB each, in the kernel.
+	var slab uint64
+	sys.meminfo = func() (map[string]uint64, error) {
+		m, err := readKB("/proc/meminfo")
+		mu.Lock()
+		defer mu.Unlock()
+		m["Slab"] += slab
+		return m, err
+	}
 	var stdout, stderr syncBuffer
 	stderr.onLine = func(s string) {
-		// The connections of the first step cost 512 KiB each.
 		if strings.Contains(s, "connections open") {
 			mu.Lock()
 			avail -= 200 * 512 << 10
+			slab += 200 * 512 << 10
 			mu.Unlock()
 		}
 	}
