@@ -363,7 +363,7 @@ func clientMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet(cmdClient, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "server `address` (unix://PATH, tcp://IP:PORT or ws://IP:PORT/PATH)")
-	src := fs.String("source", "", "first IPv4 source `address` to connect from (tcp, ws): connection i from this address + i/16000")
+	src := fs.String("source", "", "first IPv4 source `address` to connect from (tcp, ws): connection i from this address + i/12000")
 	window := fs.Int("window", 1000, "connections with a request in flight at once")
 	timeout := fs.Duration("io-timeout", time.Minute, "bound on each read and write")
 	if err := fs.Parse(args); err != nil {

@@ -210,7 +210,9 @@ func (b *bench) raiseLimits(nshards int) error {
 		}
 	}
 	if cfg.network != netUnix {
-		if _, err := b.limits.portRange(min(cfg.perShard, perSource) * 11 / 10); err != nil {
+		// Twice the connections per source address: connect() tries one
+		// half of the range first (see perSource).
+		if _, err := b.limits.portRange(2 * min(cfg.perShard, perSource) * 11 / 10); err != nil {
 			return err
 		}
 	}
