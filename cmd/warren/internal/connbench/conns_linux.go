@@ -118,11 +118,12 @@ reply. The connections are spread over shards, each a server process
 (rpc.Server) on its own socket and a client process, of at most --per-shard
 connections (a process may hold only RLIMIT_NOFILE descriptors). Over tcp and
 ws each shard's server listens on a port of its own on 127.0.0.1 and its
-client connects from a source address of its own in 127.0.0.0/8, so each
-(source, destination) pair needs at most --per-shard ephemeral ports. As
-root, the run raises the kernel settings it needs (fs.file-max, the
-ephemeral port range, nf_conntrack_max), only as far as needed, says so,
-and restores them at the end. The run steps up (1k, 10k, 100k, ... --total) and
+client connects from source addresses of its own in 127.0.0.0/8, a new one
+every 12,000 connections, within the ephemeral port range. As
+root, the run raises the kernel settings it needs (fs.file-max; over tcp
+and ws the ephemeral port range, net.core.netdev_max_backlog and
+nf_conntrack_max), only as far as needed, says so, and restores them at
+the end. The run steps up (1k, 10k, 100k, ... --total) and
 reports per step: connect rate, round time, server memory per connection
 (RSS after GC, over its RSS before listening), kernel memory per connection
 (/proc/meminfo) and client memory. Before each step it estimates the memory

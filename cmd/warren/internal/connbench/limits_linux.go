@@ -196,8 +196,8 @@ func joinChanges(cs []sysctlChange) string {
 
 // raiseLimits raises the kernel settings the whole run needs: file handles
 // for both ends of every connection, and over tcp and ws enough ephemeral
-// ports for one shard's connections (each shard has its own source
-// address and server port).
+// ports for the connections from one source address, and a loopback
+// backlog for the packets in flight.
 func (b *bench) raiseLimits(nshards int) error {
 	cfg := &b.cfg
 	if used, fmax, err := fileHandles(); err == nil {
@@ -213,6 +213,18 @@ func (b *bench) raiseLimits(nshards int) error {
 		// Twice the connections per source address: connect() tries one
 		// half of the range first (see perSource).
 		if _, err := b.limits.portRange(2 * min(cfg.perShard, perSource) * 11 / 10); err != nil {
+			return err
+		}
+	}
+	if cfg.network != netUnix {
+		// Loopback packets wait in a per-CPU backlog of
+		// net.core.netdev_max_backlog packets (1,000 by default), dropped
+		// beyond it: the clients' calls in flight (--window each), and
+		// the server's keepalive probes (every 15 s per idle connection)
+		// with their answers. A million connections dropped millions of
+		// packets at 1,000; the probes' retries ran out and the server's
+		// kernel reset the connections.
+		if _, err := b.limits.atLeast("net.core.netdev_max_backlog", uint64(2*cfg.window*nshards+cfg.total/15)); err != nil {
 			return err
 		}
 	}
