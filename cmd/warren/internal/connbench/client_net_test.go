@@ -185,3 +185,31 @@ func TestReadUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnframe feeds the client's frame decoder arbitrary server bytes, cut
+// in two: it never panics, never yields more payload than it was given,
+// keeps at most a header's start, and decodes the same payload whole or
+// cut.
+func FuzzUnframe(f *testing.F) {
+	f.Add(serverFrame([]byte("warren")), 3)
+	f.Add(append(serverFrame(make([]byte, 300)), 0x82, 126, 1), 5)
+	f.Add([]byte{0x88, 2, 3, 0xe8}, 1)
+	f.Fuzz(func(t *testing.T, in []byte, cut int) {
+		var whole wsState
+		want, werr := whole.unframe(bytes.Clone(in))
+		cut = min(max(cut, 0), len(in))
+		var st wsState
+		got, err := st.unframe(bytes.Clone(in[:cut]))
+		if err == nil {
+			if len(got) > cut || st.nhdr > 13 {
+				t.Fatalf("%d bytes of payload (%d held) from %d bytes", len(got), st.nhdr, cut)
+			}
+			got = bytes.Clone(got)
+			rest, err2 := st.unframe(append(st.hdr[:st.nhdr:st.nhdr], in[cut:]...))
+			got, err = append(got, rest...), err2
+		}
+		if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("cut at %d: %x, %v; whole: %x, %v", cut, got, err, want, werr)
+		}
+	})
+}
