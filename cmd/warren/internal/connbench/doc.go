@@ -8,13 +8,16 @@
 // process (rpc.Server, event-loop mode by default) on its own socket and a
 // client process, because a process may hold only so many descriptors
 // (RLIMIT_NOFILE). Over tcp and ws each server listens on a port of its own
-// on 127.0.0.1 and each client binds a source address of its own in
-// 127.0.0.0/8, so no (source, destination) pair needs more ephemeral ports
-// than a shard has connections. The orchestrator raises the kernel settings
-// the run needs (limits_linux.go) and restores them at the end. Both kinds of child are the same binary re-executed with
-// a hidden command (conns-server, conns-client); they talk to the
-// orchestrator over their stdin and stdout, one line per command, and exit
-// when their stdin closes.
+// on 127.0.0.1 and each client binds source addresses of its own in
+// 127.0.0.0/8, a new one every 12,000 connections (perSource), so that no
+// (source, destination) pair needs more than the half of the ephemeral port
+// range that connect() tries first. The orchestrator raises the kernel
+// settings the run needs (limits_linux.go) and restores them at the end.
+//
+// Both kinds of child are the same binary re-executed with a hidden
+// command (conns-server, conns-client); they talk to the orchestrator over
+// their stdin and stdout, one line per command, and exit when their stdin
+// closes.
 //
 // The client is not warren's rpc.Client: it holds each connection as a bare
 // blocking socket descriptor (four bytes of state) and speaks just enough of
