@@ -84,7 +84,7 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 		}
 	}
 	if l.ls.ws {
-		l.wsHandshake(fd, p)
+		l.wsHandshake(rec)
 		return
 	}
 	l.open(rec, p)

@@ -62,6 +62,7 @@ const (
 	flIPv4                    // ip holds an IPv4 address (in its first 4 bytes)
 	flWS                      // a WebSocket connection: warren bytes travel in binary messages
 	flWSMsg                   // WebSocket, hibernating within a fragmented message
+	flWSUp                    // WebSocket, in the opening handshake (the loop reads the request)
 )
 
 // evLoop is one event loop.

@@ -3,7 +3,7 @@
 package rpc
 
 import (
-	"context"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -95,32 +95,126 @@ type adoption struct {
 	p    *peer.Peer
 }
 
-// wsHandshake runs the opening handshake of a connection accepted on a
-// ws:// listener on a goroutine of its own, then hands it back to the loop.
-// Until then the connection is not counted, as in goroutine mode, where
-// ServeConn counts a connection after its handshake.
-func (l *evLoop) wsHandshake(fd int, p *peer.Peer) {
-	s := l.srv
-	l.table.free(fd)
-	f := os.NewFile(uintptr(fd), "")
-	c, err := net.FileConn(f) // a duplicate, in the runtime's poller
-	f.Close()
-	if err != nil {
+// wsHandshake starts the opening handshake of rec, a connection accepted
+// on a ws:// listener: the loop reads the request (flWSUp) into the
+// record's pend buffer until its end, then answers it (upgrade), all
+// without a goroutine or a net.Conn, so that a burst of handshakes leaves
+// nothing behind. The record is in use (nconns) and bounded by the
+// handshake timeout meanwhile, but the connection is counted and checked
+// against the limits only once the handshake is done, as in goroutine mode,
+// where ServeConn counts a connection after its handshake.
+func (l *evLoop) wsHandshake(rec *loopConn) {
+	rec.flags |= flWS | flWSUp
+	l.nconns++
+	l.addActive(rec, &activeConn{since: l.now, lastIO: l.now})
+	if err := l.p.Add(int(rec.fd), evloop.In|evloop.RdHup); err != nil {
+		l.finalize(rec, err)
+	}
+}
+
+// wsMaxRequest bounds the opening handshake's request the loop reads: one
+// byte over the listener's own bound, so that it answers 431.
+const wsMaxRequest = 16<<10 + 1
+
+// readUpgrade reads the opening handshake's request of rec and, once it has
+// the whole head, answers it.
+func (l *evLoop) readUpgrade(rec *loopConn) {
+	a := rec.act
+	if a.pend == nil {
+		a.pend = pool.Get(2048)
+		a.pend.B = a.pend.B[:cap(a.pend.B)]
+	} else if a.plen == len(a.pend.B) {
+		nb := pool.Get(min(2*len(a.pend.B), wsMaxRequest))
+		nb.B = nb.B[:cap(nb.B)]
+		copy(nb.B, a.pend.B[:a.plen])
+		pool.Put(a.pend)
+		a.pend = nb
+	}
+	n, err := syscall.Read(int(rec.fd), a.pend.B[a.plen:min(len(a.pend.B), wsMaxRequest)])
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return
+	case err != nil:
+		l.finalize(rec, os.NewSyscallError("read", err))
+		return
+	case n == 0:
+		l.srv.rejected.Add(1)
+		l.finalize(rec, io.ErrUnexpectedEOF)
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, l.hsTimeout)
-		buffered, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(ctx, c)
-		cancel()
-		if err != nil {
-			s.rejected.Add(1)
-			c.Close()
-			return
+	from := max(0, a.plen-3)
+	a.plen += n
+	if bytes.Index(a.pend.B[from:a.plen], []byte("\r\n\r\n")) < 0 && a.plen < wsMaxRequest {
+		return
+	}
+	l.upgrade(rec)
+}
+
+// upgrade answers the opening handshake whose request is in rec's pend
+// buffer, with the listener's own checks, and serves the connection on
+// success.
+func (l *evLoop) upgrade(rec *loopConn) {
+	a, fd := rec.act, int(rec.fd)
+	p := l.peerOf(rec, nil)
+	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
+	data, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(l.srv.ctx, c)
+	if err != nil {
+		l.srv.rejected.Add(1)
+		l.finalize(rec, err)
+		return
+	}
+	pool.Put(a.pend)
+	a.pend, a.plen = nil, 0
+	l.removeActive(rec)
+	l.p.Del(fd)
+	l.table.free(fd)
+	l.nconns--
+	l.adopt(adoption{fd: fd, data: data, p: p})
+}
+
+// upgradeConn is the net.Conn the listener's opening handshake runs on in
+// the loop: it reads the request the loop has read, and writes the answer
+// straight to the socket (a fresh socket's buffer holds it, or the
+// handshake fails). Deadlines do not apply: nothing blocks.
+type upgradeConn struct {
+	fd            int
+	in            []byte
+	local, remote net.Addr
+}
+
+func (c *upgradeConn) Read(b []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, c.in)
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *upgradeConn) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := syscall.Write(c.fd, b[n:])
+		if k > 0 {
+			n += k
 		}
-		l.submit(c, buffered, p)
-	}()
+		switch err {
+		case nil, unix.EINTR:
+		default:
+			return n, &net.OpError{Op: "write", Net: "tcp", Source: c.local, Addr: c.remote, Err: os.NewSyscallError("write", err)}
+		}
+	}
+	return n, nil
+}
+
+func (c *upgradeConn) CloseWrite() error               { return unix.Shutdown(c.fd, unix.SHUT_WR) }
+func (c *upgradeConn) Close() error                    { return nil } // the loop closes fd
+func (c *upgradeConn) LocalAddr() net.Addr             { return c.local }
+func (c *upgradeConn) RemoteAddr() net.Addr            { return c.remote }
+func (c *upgradeConn) SetDeadline(time.Time) error     { return nil }
+func (c *upgradeConn) SetReadDeadline(time.Time) error { return nil }
+func (c *upgradeConn) SetWriteDeadline(time.Time) error {
+	return nil
 }
 
 // submit hands c, a WebSocket connection whose opening handshake is done,
@@ -210,6 +304,10 @@ func (l *evLoop) adopt(ad adoption) {
 // takes in (bytes read before the loop had the connection) instead, and
 // handles what arrived. It returns how many bytes of in it took.
 func (l *evLoop) readWS(rec *loopConn, in []byte) int {
+	if rec.flags&flWSUp != 0 {
+		l.readUpgrade(rec)
+		return 0
+	}
 	fd := int(rec.fd)
 	a := rec.act
 	buf := l.rbuf

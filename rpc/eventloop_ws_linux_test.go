@@ -921,3 +921,31 @@ func TestEventLoopWSSlowReader(t *testing.T) {
 		})
 	}
 }
+
+// TestEventLoopWSUpgradeRefused: the loop answers a bad opening handshake
+// as the listener does (the wrong path, a request too large, not an
+// upgrade), without serving the connection, and counts it rejected.
+func TestEventLoopWSUpgradeRefused(t *testing.T) {
+	srv := loopServer(&ServerOptions{HandshakeTimeout: 5 * time.Second})
+	e := startWS(t, srv, "ws")
+	for i, tt := range []struct{ req, want string }{
+		{"GET /nowhere HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", "HTTP/1.1 404 "},
+		{"GET " + e.path + " HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 17<<10) + "\r\n\r\n", "HTTP/1.1 431 "},
+		{"GET " + e.path + " HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 4"},
+		{"NOT HTTP\r\n\r\n", "HTTP/1.1 400 "},
+	} {
+		conn, err := net.Dial(e.network, e.address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go io.WriteString(conn, tt.req)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(conn)
+		conn.Close()
+		if !strings.HasPrefix(string(got), tt.want) {
+			t.Errorf("request %d: answered %q, want %q", i, got, tt.want)
+		}
+		waitLoop(t, fmt.Sprintf("request %d to be counted rejected", i), func() bool { return srv.Stats().ConnsRejected == uint64(i+1) })
+	}
+	waitConns(t, srv, 0)
+}

@@ -28,7 +28,8 @@ directory and from where this warren binary was built, and runs
 tree it says how to get it.
 
 'warren bench conns' is the many-connections run: it holds --total idle
-connections (1,000,000 if memory allows) over shards of server and client
+connections (1,000,000 if memory allows) over unix sockets, or over tcp or
+WebSocket on the loopback (--network tcp|ws), in shards of server and client
 processes of at most 19,000 connections each (the per-process open-file
 limit), makes one call on every connection per round, and reports memory
 per connection, connect rate and round time ('warren bench conns -h').
@@ -40,6 +41,7 @@ duplicated N" ('warren bench soak -h'; RELIABILITY.md).`,
 	examples: `  warren bench
   warren bench -- -h
   warren bench conns --total 100000
+  warren bench conns --network ws --total 100000
   warren bench soak --duration 60s`,
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -36,22 +37,27 @@ const creditAt = 16 * wire.DefaultInitialWindow / 2
 // and makes one unary call on each per round, pipelined across connections.
 // It is not safe for concurrent use.
 type tinyClient struct {
-	path    string
+	dst     target
 	window  int           // connections with a request or handshake in flight at once
 	timeout time.Duration // bound on each blocking read or write
 	fds     []int32
-	left    map[int32][]byte // bytes read past a reply, by descriptor (rare)
-	buf     []byte           // read buffer, shared by all connections
-	credit  uint32           // DATA bytes every connection received and has not credited
+	left    map[int32][]byte  // bytes read past a reply, by descriptor (rare)
+	wsLeft  map[int32]wsState // WebSocket: a frame under way after a reply (rare)
+	buf     []byte            // read buffer, shared by all connections
+	wbuf    []byte            // WebSocket: the frame being written
+	credit  uint32            // DATA bytes every connection received and has not credited
 	preface []byte
+	seed    uint64 // WebSocket: makes the handshake keys of this client
 }
 
-func newTinyClient(path string, window int, timeout time.Duration) *tinyClient {
+func newTinyClient(dst target, window int, timeout time.Duration) *tinyClient {
 	return &tinyClient{
-		path: path, window: max(window, 1), timeout: timeout,
+		dst: dst, window: max(window, 1), timeout: timeout,
 		left:    map[int32][]byte{},
+		wsLeft:  map[int32]wsState{},
 		buf:     make([]byte, wire.HeaderSize+wire.DefaultMaxFrameSize),
 		preface: wire.AppendPreface(nil, wire.Settings{}),
+		seed:    rand.Uint64(),
 	}
 }
 
@@ -67,57 +73,126 @@ func (c *tinyClient) Close() {
 func (c *tinyClient) Conns() int { return len(c.fds) }
 
 // Connect opens n more connections: for each, connect and send the client
-// preface; the server's preface is read window connections later, so that
-// handshakes overlap.
+// preface (on WebSocket, after the opening handshake's request); the
+// server's preface (after its handshake response) is read window
+// connections later, so that handshakes overlap.
 func (c *tinyClient) Connect(n int) error {
 	first := len(c.fds)
 	for i := 0; i < n+c.window; i++ {
 		if i < n {
-			fd, err := c.dial()
+			fd, err := c.dial(first + i)
 			if err != nil {
 				return fmt.Errorf("connection %d: %w", first+i, err)
 			}
 			c.fds = append(c.fds, int32(fd))
 		}
 		if j := i - c.window; j >= 0 && j < n {
-			if _, err := wire.ReadPreface(fdReader(c.fds[first+j])); err != nil {
-				return fmt.Errorf("connection %d: server preface: %w", first+j, err)
+			if err := c.readPreface(first + j); err != nil {
+				return fmt.Errorf("connection %d: %w", first+j, err)
 			}
 		}
 	}
 	return nil
 }
 
-func (c *tinyClient) dial() (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// dial opens connection i: connects, sets the timeouts and sends the
+// client's first bytes.
+func (c *tinyClient) dial(i int) (int, error) {
+	fd, err := c.dst.connect(i)
 	if err != nil {
-		return -1, os.NewSyscallError("socket", err)
+		return -1, err
 	}
-	sa := &unix.SockaddrUnix{Name: c.path}
-	for {
-		// Blocking: waits while the server's backlog is full. (No timeout
-		// yet, so an interrupted connect restarts by itself.)
-		if err = unix.Connect(fd, sa); err != unix.EINTR {
-			break
-		}
-	}
-	if err == nil && c.timeout > 0 {
+	if c.timeout > 0 {
 		tv := unix.NsecToTimeval(c.timeout.Nanoseconds())
 		if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err == nil {
 			err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 		}
 		err = os.NewSyscallError("setsockopt", err)
-	} else {
-		err = os.NewSyscallError("connect", err)
 	}
 	if err == nil {
-		err = writeAll(int32(fd), c.preface)
+		if c.dst.network == netWS {
+			c.wbuf = appendUpgrade(c.wbuf[:0], c.dst, c.wsKey(i))
+			c.wbuf = appendMasked(c.wbuf, c.preface)
+			err = writeAll(int32(fd), c.wbuf)
+		} else {
+			err = writeAll(int32(fd), c.preface)
+		}
 	}
 	if err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
 	return fd, nil
+}
+
+// readPreface reads the server's preface on connection i (on WebSocket,
+// after the handshake response, which it checks), and keeps any bytes
+// that follow it for the first reply.
+func (c *tinyClient) readPreface(i int) error {
+	fd := c.fds[i]
+	var st wsState
+	n := 0
+	if c.dst.network == netWS {
+		var err error
+		if n, st, err = c.readUpgrade(fd, c.wsKey(i)); err != nil {
+			return fmt.Errorf("WebSocket handshake: %w", err)
+		}
+	}
+	for {
+		_, used, ok, err := wire.ParsePreface(c.buf[:n])
+		if err != nil {
+			return fmt.Errorf("server preface: %w", err)
+		}
+		if ok {
+			if used < n {
+				c.left[fd] = bytes.Clone(c.buf[used:n])
+			}
+			if st.remain != 0 || st.nhdr != 0 {
+				c.wsLeft[fd] = st
+			}
+			return nil
+		}
+		k, err := c.fill(fd, n, &st)
+		if err != nil {
+			return fmt.Errorf("server preface: %w", err)
+		}
+		n += k
+	}
+}
+
+// fill reads at least one more byte of the warren stream of fd into
+// c.buf[n:]: on WebSocket, the payload of the server's frames, with st the
+// state of the frame under way.
+func (c *tinyClient) fill(fd int32, n int, st *wsState) (int, error) {
+	if c.dst.network != netWS {
+		return readSome(fd, c.buf[n:])
+	}
+	for {
+		h := copy(c.buf[n:], st.hdr[:st.nhdr])
+		if n+h == len(c.buf) {
+			return 0, errors.New("frame larger than the read buffer")
+		}
+		k, err := readSome(fd, c.buf[n+h:])
+		if err != nil {
+			return 0, err
+		}
+		out, err := st.unframe(c.buf[n : n+h+k])
+		if err != nil {
+			return 0, err
+		}
+		if len(out) > 0 {
+			return len(out), nil
+		}
+	}
+}
+
+// send writes b on fd: on WebSocket, as one masked binary frame.
+func (c *tinyClient) send(fd int32, b []byte) error {
+	if c.dst.network == netWS {
+		c.wbuf = appendMasked(c.wbuf[:0], b)
+		b = c.wbuf
+	}
+	return writeAll(fd, b)
 }
 
 // Round makes one call of Conns.Tick on every connection, on stream
@@ -137,7 +212,7 @@ func (c *tinyClient) Round(round uint32) error {
 	for i := 0; i < len(c.fds)+c.window; i++ {
 		if i < len(c.fds) {
 			binary.BigEndian.PutUint32(idx, uint32(i))
-			if err := writeAll(c.fds[i], req); err != nil {
+			if err := c.send(c.fds[i], req); err != nil {
 				return fmt.Errorf("connection %d: sending round %d: %w", i, round, err)
 			}
 		}
@@ -176,6 +251,10 @@ func (c *tinyClient) readReply(fd int32, stream uint32, want []byte) error {
 		b = append(b, l...)
 		delete(c.left, fd)
 	}
+	st, ok := c.wsLeft[fd]
+	if ok {
+		delete(c.wsLeft, fd)
+	}
 	gotData := false
 	for {
 		for {
@@ -208,10 +287,13 @@ func (c *tinyClient) readReply(fd int32, stream uint32, want []byte) error {
 				if len(b) > 0 {
 					c.left[fd] = bytes.Clone(b)
 				}
+				if st.remain != 0 || st.nhdr != 0 {
+					c.wsLeft[fd] = st
+				}
 				return nil
 			case h.Stream == 0 && h.Type == wire.TypeWindow:
 			case h.Stream == 0 && h.Type == wire.TypePing && h.Flags&wire.FlagAck == 0:
-				if err := writeAll(fd, wire.AppendFrame(nil, 0, wire.TypePing, wire.FlagAck, p)); err != nil {
+				if err := c.send(fd, wire.AppendFrame(nil, 0, wire.TypePing, wire.FlagAck, p)); err != nil {
 					return err
 				}
 			case h.Type == wire.TypeGoAway:
@@ -225,18 +307,13 @@ func (c *tinyClient) readReply(fd int32, stream uint32, want []byte) error {
 		if n == len(c.buf) {
 			return errors.New("frame larger than the read buffer")
 		}
-		k, err := readSome(fd, c.buf[n:])
+		k, err := c.fill(fd, n, &st)
 		if err != nil {
 			return err
 		}
 		b = c.buf[:n+k]
 	}
 }
-
-// fdReader reads from a blocking descriptor.
-type fdReader int32
-
-func (fd fdReader) Read(b []byte) (int, error) { return readSome(int32(fd), b) }
 
 // readSome reads at least one byte from fd; the end of the connection is
 // io.EOF and an expired SO_RCVTIMEO a timeout error.
@@ -285,14 +362,16 @@ func writeAll(fd int32, b []byte) error {
 func clientMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(cmdClient, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("socket", "", "server socket `path`")
+	addr := fs.String("addr", "", "server `address` (unix://PATH, tcp://IP:PORT or ws://IP:PORT/PATH)")
+	src := fs.String("source", "", "first IPv4 source `address` to connect from (tcp, ws): connection i from this address + i/12000")
 	window := fs.Int("window", 1000, "connections with a request in flight at once")
 	timeout := fs.Duration("io-timeout", time.Minute, "bound on each read and write")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return errors.New("conns-client: --socket is required")
+	dst, err := parseTarget(*addr, *src)
+	if err != nil {
+		return fmt.Errorf("conns-client: --addr: %w", err)
 	}
 	if _, err := raiseNoFile(); err != nil {
 		return err
@@ -301,7 +380,7 @@ func clientMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	c := newTinyClient(*path, *window, *timeout)
+	c := newTinyClient(dst, *window, *timeout)
 	defer c.Close()
 	fmt.Fprintf(stdout, "ready %d %d\n", base.RSS, base.Anon)
 	return serveCommands(stdin, stdout, func(cmd string, arg uint64) (string, error) {

@@ -51,7 +51,7 @@ func TestTinyClient(t *testing.T) {
 	for _, mode := range []string{modeEventLoop, modeGoroutine} {
 		t.Run(mode, func(t *testing.T) {
 			path, calls := serveTick(t, mode)
-			c := newTinyClient(path, 7, 10*time.Second)
+			c := newTinyClient(target{network: netUnix, path: path}, 7, 10*time.Second)
 			defer c.Close()
 			if err := c.Connect(20); err != nil {
 				t.Fatal(err)
@@ -90,7 +90,7 @@ func TestTinyClientRefused(t *testing.T) {
 	done := make(chan struct{})
 	go func() { srv.Serve(l); close(done) }()
 	defer func() { srv.Close(); <-done }()
-	c := newTinyClient(path, 4, 10*time.Second)
+	c := newTinyClient(target{network: netUnix, path: path}, 4, 10*time.Second)
 	defer c.Close()
 	if err := c.Connect(3); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func fakeConn(t *testing.T) (*tinyClient, int) {
 	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
 	unix.SetsockoptTimeval(fds[0], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	unix.SetsockoptTimeval(fds[1], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	c := newTinyClient("", 1, 2*time.Second)
+	c := newTinyClient(target{network: netUnix}, 1, 2*time.Second)
 	c.fds = []int32{int32(fds[0])}
 	t.Cleanup(func() { c.Close(); unix.Close(fds[1]) })
 	return c, fds[1]
@@ -234,3 +234,8 @@ func TestTinyClientCredit(t *testing.T) {
 		t.Fatalf("credit = %d, want %d", c.credit, tickPayload)
 	}
 }
+
+// fdReader reads from a blocking descriptor.
+type fdReader int32
+
+func (fd fdReader) Read(b []byte) (int, error) { return readSome(int32(fd), b) }

@@ -92,28 +92,38 @@ func defaultSys(exe string, prefix []string) sysDeps {
 
 // config is the command line of `bench conns`.
 type config struct {
-	total     int
-	perShard  int
-	mode      string
-	steps     []int
-	rounds    int
-	margin    uint64
-	timeout   time.Duration
-	window    int
-	settle    time.Duration
-	ioTimeout time.Duration
-	dir       string
+	network     string
+	total       int
+	perShard    int
+	mode        string
+	steps       []int
+	rounds      int
+	margin      uint64
+	timeout     time.Duration
+	window      int
+	settle      time.Duration
+	ioTimeout   time.Duration
+	dir         string
+	heapDir     string
+	raiseNoFile bool
 }
 
 const usageText = `usage: warren bench conns [flags]
 
-Holds up to --total live warren connections over unix sockets and proves, in
-rounds, that every one of them works: each connection makes one unary call
-(Conns.Tick, raw codec) per round, the servers' counts must add up to the
-connections and every client checks every reply. The connections are spread
-over shards, each a server process (rpc.Server) on its own socket and a client
-process, of at most --per-shard connections (a process may hold only
-RLIMIT_NOFILE descriptors). The run steps up (1k, 10k, 100k, ... --total) and
+Holds up to --total live warren connections over unix sockets, TCP or
+WebSocket (--network) and proves, in rounds, that every one of them works:
+each connection makes one unary call (Conns.Tick, raw codec) per round, the
+servers' counts must add up to the connections and every client checks every
+reply. The connections are spread over shards, each a server process
+(rpc.Server) on its own socket and a client process, of at most --per-shard
+connections (a process may hold only RLIMIT_NOFILE descriptors). Over tcp and
+ws each shard's server listens on a port of its own on 127.0.0.1 and its
+client connects from source addresses of its own in 127.0.0.0/8, a new one
+every 12,000 connections, within the ephemeral port range. As
+root, the run raises the kernel settings it needs (fs.file-max; over tcp
+and ws the ephemeral port range, net.core.netdev_max_backlog and
+nf_conntrack_max), only as far as needed, says so, and restores them at
+the end. The run steps up (1k, 10k, 100k, ... --total) and
 reports per step: connect rate, round time, server memory per connection
 (RSS after GC, over its RSS before listening), kernel memory per connection
 (/proc/meminfo) and client memory. Before each step it estimates the memory
@@ -131,8 +141,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
+	fs.StringVar(&cfg.network, "network", netUnix, "unix, tcp or ws (WebSocket over TCP loopback)")
 	fs.IntVar(&cfg.total, "total", 1_000_000, "connections to reach")
-	fs.IntVar(&cfg.perShard, "per-shard", 19_000, "most connections per server process (lowered to fit RLIMIT_NOFILE)")
+	fs.IntVar(&cfg.perShard, "per-shard", 19_000, "most connections per server process (lowered to fit RLIMIT_NOFILE unless --raise-nofile)")
+	fs.BoolVar(&cfg.raiseNoFile, "raise-nofile", false, "raise the hard RLIMIT_NOFILE (and fs.nr_open) to fit --per-shard, as root")
 	fs.StringVar(&cfg.mode, "mode", modeEventLoop, "server mode: eventloop or goroutine")
 	steps := fs.String("steps", "", "comma-separated connection counts to step through (default 1000, 10000, ... up to --total)")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (one call per connection) per step")
@@ -142,6 +154,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.settle, "settle", 11*time.Second, "wait before measuring memory after the rounds (idle sessions hibernate after 250ms, idle rpc workers exit after 10s)")
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", time.Minute, "bound on each client read or write")
 	fs.StringVar(&cfg.dir, "dir", "", "where to make the socket directory (default: the system's temporary directory)")
+	fs.StringVar(&cfg.heapDir, "heap-profile", "", "`directory` to write each server's heap profile to when memory is measured (server-SHARD-CONNS.pb.gz)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -157,6 +170,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("--total must be at least 1")
 	case cfg.perShard < 1:
 		return cfg, errors.New("--per-shard must be at least 1")
+	case cfg.network != netUnix && cfg.network != netTCP && cfg.network != netWS:
+		return cfg, fmt.Errorf("--network %q: want unix, tcp or ws", cfg.network)
 	case cfg.mode != modeEventLoop && cfg.mode != modeGoroutine:
 		return cfg, fmt.Errorf("--mode %q: want eventloop or goroutine", cfg.mode)
 	case cfg.rounds < 1:
@@ -255,6 +270,9 @@ type bench struct {
 	round    uint32 // the next round's number
 
 	connCost, procCost uint64 // estimates, bytes
+	limits             kernelLimits
+	raisedNoFile       string // how RLIMIT_NOFILE was raised, if it was
+	ct0                uint64 // nf_conntrack_count at the start
 	minAvail           atomic.Uint64
 	mem0               map[string]uint64
 	avail0             uint64
@@ -309,6 +327,18 @@ func (b *bench) run(parent context.Context) (err error) {
 
 	// Descriptors: each shard's processes hold its connections, one end
 	// each; the system holds both ends of every connection.
+	defer func() {
+		done, rerr := b.limits.restore()
+		if done != "" {
+			fmt.Fprintf(b.out, "limits restored: %s\n", done)
+		}
+		err = errors.Join(err, rerr)
+	}()
+	if cfg.raiseNoFile {
+		if b.raisedNoFile, err = b.limits.noFile(uint64(min(cfg.perShard, cfg.total) + reserveFDs)); err != nil {
+			return err
+		}
+	}
 	nofile, err := b.sys.noFile()
 	if err != nil {
 		return err
@@ -321,9 +351,8 @@ func (b *bench) run(parent context.Context) (err error) {
 		cfg.perShard = fit
 	}
 	nshards := (cfg.total + cfg.perShard - 1) / cfg.perShard
-	if used, fmax, err := fileHandles(); err == nil && used+2*uint64(cfg.total)+uint64(2*nshards*reserveFDs) > fmax {
-		return fmt.Errorf("%d connections need %d file handles, and the system has %d of its %d (fs.file-max) free",
-			cfg.total, 2*cfg.total, fmax-used, fmax)
+	if err := b.raiseLimits(nshards); err != nil {
+		return err
 	}
 
 	b.dir, err = os.MkdirTemp(cfg.dir, "warren-conns-")
@@ -339,8 +368,15 @@ func (b *bench) run(parent context.Context) (err error) {
 		b.logf("stopped %d processes, removed %s", n, b.dir)
 	}()
 
-	fmt.Fprintf(b.out, "warren bench conns: %d connections over %s (a server process and a client process each) of at most %d connections\n",
-		cfg.total, plural(nshards, "shard"), cfg.perShard)
+	fmt.Fprintf(b.out, "warren bench conns: %d %s connections over %s (a server process and a client process each) of at most %d connections\n",
+		cfg.total, cfg.network, plural(nshards, "shard"), cfg.perShard)
+	if cfg.network != netUnix {
+		fmt.Fprintf(b.out, "each shard: a server port of its own on 127.0.0.1; its client connects from source addresses of its own (%s, %s, ... and the next address every %d connections)\n",
+			sourceAddr(0), sourceAddr(1), perSource)
+	}
+	if b.raisedNoFile != "" || len(b.limits.changed) > 0 {
+		fmt.Fprintf(b.out, "limits raised for the run: %s\n", strings.Trim(b.raisedNoFile+", "+joinChanges(b.limits.changed), ", "))
+	}
 	fmt.Fprintf(b.out, "open-file limit per process %d (soft limit raised to the hard one); server mode %s; %d rounds per step; window %d; memory margin %s\n\n",
 		nofile, cfg.mode, cfg.rounds, cfg.window, fmtBytes(float64(cfg.margin)))
 
@@ -449,6 +485,10 @@ func (b *bench) step(n int) error {
 	}
 	b.minAvail.Store(afterProcs)
 
+	if err := b.raiseConntrack(added); err != nil {
+		return err
+	}
+
 	// Connect: top up each shard towards an even share of n.
 	add := make([]int, k)
 	left := added
@@ -495,8 +535,9 @@ func (b *bench) step(n int) error {
 		r.roundMax = max(r.roundMax, d)
 	}
 	b.sampleMem()
+	peak := uint64(0) // the drop of MemAvailable during the step, per connection added
 	if m := b.minAvail.Load(); m < afterProcs && added > 0 {
-		b.connCost = max((afterProcs-m)/uint64(added)*5/4, 1<<10)
+		peak = (afterProcs - m) / uint64(added)
 	}
 
 	// Memory, once the sessions and workers of the rounds are gone.
@@ -509,9 +550,25 @@ func (b *bench) step(n int) error {
 	if err := b.measure(&r); err != nil {
 		return err
 	}
+	b.estimate(r, peak)
 	b.rows = append(b.rows, r)
 	b.printRow(r)
 	return nil
+}
+
+// estimate sets the cost of a connection for the memory guard from the
+// step just measured: what the run's own processes and the kernel were
+// measured to hold per connection, +25%. The drop of MemAvailable during
+// the step (peak) counts only as far as it is not more than twice that: on
+// a shared machine, MemAvailable also falls with everyone else's memory,
+// which no estimate of the run's can include (the watchdog still stops the
+// run if MemAvailable falls under the margin).
+func (b *bench) estimate(r row, peak uint64) {
+	own := max(r.kernel, 0) + max(r.srvRSS, 0) + max(r.cliRSS, 0)
+	if own <= 0 {
+		own = float64(peak)
+	}
+	b.connCost = max(uint64(max(own, min(float64(peak), 2*own))*5/4), 1<<10)
 }
 
 func (b *bench) estimateSource() string {
@@ -523,6 +580,13 @@ func (b *bench) estimateSource() string {
 
 func (b *bench) startShard(i int) error {
 	s := &shard{path: filepath.Join(b.dir, fmt.Sprintf("s%d.sock", i))}
+	addr := "unix://" + s.path
+	switch b.cfg.network {
+	case netTCP:
+		addr = "tcp://127.0.0.1:0"
+	case netWS:
+		addr = "ws://127.0.0.1:0/conns"
+	}
 	start := func(name string, args ...string) (*child, []string, error) {
 		c, err := startChild(name, b.sys.exe, append(slices.Clip(b.sys.prefix), args...), b.sys.env,
 			&linePrefixer{mu: &b.logMu, w: b.errw, prefix: name + ": "}, func(err error) { b.cancel(err) })
@@ -531,19 +595,26 @@ func (b *bench) startShard(i int) error {
 		}
 		b.children = append(b.children, c)
 		f, err := c.reply(b.ctx)
-		if err == nil && len(f) < 2 {
+		if err == nil && len(f) < 2 || strings.HasPrefix(name, "server") && len(f) < 4 {
 			err = fmt.Errorf("%s: bad ready line %q", c.name, f)
 		}
 		return c, f, err
 	}
 	var f []string
 	var err error
-	if s.srv, f, err = start(fmt.Sprintf("server %d", i), cmdServer, "--socket", s.path, "--mode", b.cfg.mode); err != nil {
+	srvArgs := []string{cmdServer, "--addr", addr, "--mode", b.cfg.mode}
+	if b.cfg.heapDir != "" {
+		srvArgs = append(srvArgs, "--heap-profile", filepath.Join(b.cfg.heapDir, fmt.Sprintf("server-%d", i)))
+	}
+	if s.srv, f, err = start(fmt.Sprintf("server %d", i), srvArgs...); err != nil {
 		return err
 	}
 	s.srvBase = procMem{RSS: atou(f[0]), Anon: atou(f[1])}
-	if s.cli, f, err = start(fmt.Sprintf("client %d", i), cmdClient, "--socket", s.path,
-		"--window", strconv.Itoa(b.cfg.window), "--io-timeout", b.cfg.ioTimeout.String()); err != nil {
+	cliArgs := []string{cmdClient, "--addr", f[3], "--window", strconv.Itoa(b.cfg.window), "--io-timeout", b.cfg.ioTimeout.String()}
+	if b.cfg.network != netUnix {
+		cliArgs = append(cliArgs, "--source", sourceAddr(i).String())
+	}
+	if s.cli, f, err = start(fmt.Sprintf("client %d", i), cliArgs...); err != nil {
 		return err
 	}
 	s.cliBase = procMem{RSS: atou(f[0]), Anon: atou(f[1])}
@@ -712,12 +783,13 @@ all the calls of a round. Per connection ("B/c"):
                server anon is the same for RssAnon (heap and stacks, without the
                binary's file pages). Measured --settle after the last round.
   kernel B/c   growth of /proc/meminfo Slab + PageTables since before the first
-               process started, over the connections. Each connection is two unix
+               process started, over the connections. Each connection is two
                sockets (client and server ends), each a file, dentry, socket inode
-               and unix sock from slab caches, plus the server's epoll item; idle, no
-               buffers are queued. System-wide: other activity on the machine is noise.
+               and protocol sock (unix or TCP) from slab caches, plus the server's
+               epoll item; idle, no buffers are queued. System-wide: other activity
+               on the machine is noise.
   sock slab    the part of that growth in the slab caches sockets use (/proc/slabinfo:
-               UNIX-STREAM, sock_inode_cache, dentry, filp, eventpoll_epi/pwq, and the
+               UNIX-STREAM, TCP, sock_inode_cache, dentry, filp, eventpoll_epi/pwq, and the
                caches the kernel merged them into, per /sys/kernel/slab): less noisy.
   client B/c   the client processes' VmRSS growth (bare descriptors: 4 bytes each).
   avail B/c    the drop of MemAvailable since the start: everything, processes included.

@@ -126,6 +126,40 @@ func checkChildrenQuiet(t *testing.T, stderr string) {
 	}
 }
 
+// TestPipelineNetworks runs the benchmark small over tcp and WebSocket:
+// each shard's server on a port of its own, each client from a source
+// address of its own, every connection live every round.
+func TestPipelineNetworks(t *testing.T) {
+	for _, network := range []string{netTCP, netWS} {
+		t.Run(network, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			b := newBench(t, testSys(), &stdout, &stderr, "--network", network,
+				"--total", "300", "--per-shard", "150", "--rounds", "2", "--window", "32",
+				"--settle", "0", "--timeout", "30s", "--margin", "64MiB")
+			err := b.run(context.Background())
+			if err != nil {
+				t.Fatalf("%v\nstderr:\n%s", err, stderr.String())
+			}
+			checkCleanedUp(t, b)
+			if len(b.rows) != 1 || b.rows[0].conns != 300 || b.rows[0].shards != 2 {
+				t.Errorf("rows %+v, want one step of 300 connections over 2 shards", b.rows)
+			}
+			for _, want := range []string{"round 0: 300 calls", "round 1: 300 calls", "add up to 300 = connections"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q", want)
+				}
+			}
+			out := stdout.String()
+			for _, want := range []string{"300 " + network + " connections over 2 shards", "(127.0.1.1, 127.0.2.1, ...", "All 300 connections were live in every round."} {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+			checkChildrenQuiet(t, stderr.String())
+		})
+	}
+}
+
 // TestPipelineGoroutineMode runs the servers a goroutine per connection.
 func TestPipelineGoroutineMode(t *testing.T) {
 	var stdout, stderr syncBuffer
@@ -162,6 +196,26 @@ func TestMemoryGuardRefuses(t *testing.T) {
 	checkCleanedUp(t, b)
 }
 
+// TestMemoryEstimate: the guard's estimate of a connection is what the
+// step measured (+25%), with the drop of MemAvailable counted up to twice
+// that: others' memory on a shared machine does not stop the run.
+func TestMemoryEstimate(t *testing.T) {
+	b := &bench{}
+	for _, tt := range []struct {
+		peak uint64
+		want uint64
+	}{{0, 12500}, {5000, 12500}, {15000, 18750}, {1 << 20, 25000}} {
+		b.estimate(row{kernel: 9000, srvRSS: 900, cliRSS: 100}, tt.peak)
+		if b.connCost != tt.want {
+			t.Errorf("peak %d: estimate %d, want %d", tt.peak, b.connCost, tt.want)
+		}
+	}
+	b.estimate(row{}, 3000)
+	if b.connCost != 3750 {
+		t.Errorf("no measurement, peak 3000: estimate %d, want 3750", b.connCost)
+	}
+}
+
 // TestMemoryGuardStops: the estimate from the first step refuses the
 // second, and the run stops after the first, cleaning up.
 func TestMemoryGuardStops(t *testing.T) {
@@ -173,12 +227,21 @@ func TestMemoryGuardStops(t *testing.T) {
 		defer mu.Unlock()
 		return avail, nil
 	}
+	// The connections of the first step cost 512 KiB each, in the kernel.
+	var slab uint64
+	sys.meminfo = func() (map[string]uint64, error) {
+		m, err := readKB("/proc/meminfo")
+		mu.Lock()
+		defer mu.Unlock()
+		m["Slab"] += slab
+		return m, err
+	}
 	var stdout, stderr syncBuffer
 	stderr.onLine = func(s string) {
-		// The connections of the first step cost 512 KiB each.
 		if strings.Contains(s, "connections open") {
 			mu.Lock()
 			avail -= 200 * 512 << 10
+			slab += 200 * 512 << 10
 			mu.Unlock()
 		}
 	}
@@ -250,7 +313,7 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("got %+v", cfg)
 	}
 	for _, args := range [][]string{
-		{"--mode", "threads"}, {"--steps", "100,50"}, {"--total", "10", "--steps", "20"}, {"--margin", "lots"}, {"--total", "0"}, {"extra"},
+		{"--mode", "threads"}, {"--network", "udp"}, {"--steps", "100,50"}, {"--total", "10", "--steps", "20"}, {"--margin", "lots"}, {"--total", "0"}, {"extra"},
 	} {
 		if _, err := parseConfig(args, &stderr); err == nil {
 			t.Errorf("parseConfig(%q) succeeded", args)

@@ -163,11 +163,11 @@ func fileHandles() (used, max uint64, err error) {
 	return used, max, nil
 }
 
-// socketCaches are the slab caches a unix stream connection allocates from:
-// per socket (two per connection) the protocol's sock (UNIX-STREAM; UNIX on
-// older kernels), the socket inode, its dentry and its struct file; per
+// socketCaches are the slab caches a connection allocates from: per socket
+// (two per connection) the protocol's sock (UNIX-STREAM, UNIX on older
+// kernels; TCP), the socket inode, its dentry and its struct file; per
 // connection the server's epoll item and its wait-queue hook.
-var socketCaches = []string{"UNIX-STREAM", "UNIX", "sock_inode_cache", "dentry", "filp", "eventpoll_epi", "eventpoll_pwq"}
+var socketCaches = []string{"UNIX-STREAM", "UNIX", "TCP", "sock_inode_cache", "dentry", "filp", "eventpoll_epi", "eventpoll_pwq"}
 
 // slabGroups maps each name in /sys/kernel/slab to its cache: SLUB merges
 // caches of like size and flags into one, which /proc/slabinfo lists under

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 
 	"github.com/warrenipc/warren/rpc"
@@ -46,19 +48,21 @@ func newTickServer(mode string, calls *atomic.Int64, logger *slog.Logger) *rpc.S
 //	count   calls since the last count     -> ok CALLS
 //	mem     memory after GC and FreeOSMemory -> ok RSS ANON CONNS GOROUTINES
 //
-// Its first line is "ready RSS ANON NOFILE", the memory before it listened.
-// When stdin closes it closes the server, which removes the socket file,
-// and returns.
+// Its first line is "ready RSS ANON NOFILE ADDRESS", the memory before it
+// listened and the address it listens on (with the port the system chose).
+// When stdin closes it closes the server, which removes a socket file, and
+// returns.
 func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(cmdServer, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("socket", "", "socket `path` to serve on")
+	addr := fs.String("addr", "", "warren `address` to serve on (unix://PATH, tcp://IP:PORT, ws://IP:PORT/PATH)")
 	mode := fs.String("mode", modeEventLoop, "eventloop or goroutine")
+	heap := fs.String("heap-profile", "", "write a heap profile to `PREFIX`-CONNS.pb.gz at each mem command")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return errors.New("conns-server: --socket is required")
+	if *addr == "" {
+		return errors.New("conns-server: --addr is required")
 	}
 	nofile, err := raiseNoFile()
 	if err != nil {
@@ -67,7 +71,7 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	var calls atomic.Int64
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := newTickServer(*mode, &calls, logger)
-	l, err := transport.Listen("unix://"+*path, &transport.ListenConfig{Logger: logger})
+	l, err := transport.Listen(*addr, &transport.ListenConfig{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -78,7 +82,7 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	fmt.Fprintf(stdout, "ready %d %d %d\n", base.RSS, base.Anon, nofile)
+	fmt.Fprintf(stdout, "ready %d %d %d %s\n", base.RSS, base.Anon, nofile, l.Endpoint())
 	err = serveCommands(stdin, stdout, func(cmd string, _ uint64) (string, error) {
 		switch cmd {
 		case "count":
@@ -88,7 +92,13 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("%d %d %d %d", m.RSS, m.Anon, srv.Stats().Conns, runtime.NumGoroutine()), nil
+			conns := srv.Stats().Conns
+			if *heap != "" {
+				if err := writeHeapProfile(fmt.Sprintf("%s-%d.pb.gz", *heap, conns)); err != nil {
+					return "", err
+				}
+			}
+			return fmt.Sprintf("%d %d %d %d", m.RSS, m.Anon, conns, runtime.NumGoroutine()), nil
 		}
 		return "", fmt.Errorf("unknown command %q", cmd)
 	})
@@ -100,4 +110,16 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
