@@ -33,6 +33,10 @@ import (
 const (
 	inlineBudget = time.Millisecond // how long calls may hold the loop per round
 	watchTick    = inlineBudget / 2 // so a blocked call holds it at most inlineBudget
+	// heldFlush is how many bytes of held replies are written at once: the
+	// fed writer's pooled buffers hold 16 KiB, and replies appended past
+	// that would grow a new one for each round.
+	heldFlush = 12 << 10
 )
 
 // loopInline is the event loop's state for running calls inline.
@@ -95,6 +99,10 @@ func (l *evLoop) runRest() bool {
 		}
 		if !l.runInline(c) {
 			return false
+		}
+		if s := c.conn.sess; s.WriteBacklog() >= heldFlush {
+			s.Release() // write what the replies filled, and hold on
+			s.Hold()
 		}
 	}
 	for i, s := range in.held {
