@@ -33,6 +33,7 @@ type evServer struct {
 	loops        atomic.Int32  // event loops running
 	hibernations atomic.Uint64 // sessions that went idle and were dropped
 	wakes        atomic.Uint64 // sessions rebuilt for a connection that sent something
+	takeovers    atomic.Uint64 // loops taken over from a call that ran too long inline
 }
 
 // loopsStarted counts the event loops started, so that the tests can tell
@@ -50,16 +51,6 @@ func (s *Server) readTimeout() time.Duration {
 		return 0
 	}
 	return s.opts.ReadTimeout
-}
-
-// onRequestWorker is onRequest for the event loop: every call runs on a
-// worker goroutine, never on the loop.
-func (sc *serverConn) onRequestWorker(st *mux.Stream) {
-	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
-		return
-	}
-	sc.srv.dispatch(c)
 }
 
 func newServerStream() *mux.Stream {

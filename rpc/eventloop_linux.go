@@ -97,12 +97,16 @@ type evLoop struct {
 	lost chan struct{}   // closed when the listener was closed (not by the server)
 	gone bool            // lost is closed
 
+	inline loopInline // calls run on the loop (eventloop_inline_linux.go)
+	done   chan error // the loop's result
+
 	amu      sync.Mutex // protects adopts and adoptOff
 	adopts   []adoption // WebSocket connections handed (back) to the loop
 	adoptOff bool       // the loop has ended
 }
 
-func (l *evLoop) run() error {
+// launch starts the loop on a new goroutine; its result goes to l.done.
+func (l *evLoop) launch() {
 	s := l.srv
 	s.wg.Add(1)
 	go func() { // wakes the loop when the server begins closing and when it closes
@@ -119,32 +123,71 @@ func (l *evLoop) run() error {
 		case <-l.stop:
 		}
 	}()
-	defer func() {
-		close(l.stop)
-		l.endAdoptions()
-		l.closeAll()
-		if l.lfd >= 0 {
-			unix.Close(l.lfd)
-		}
-		l.p.Close()
-	}()
+	l.inline.timer = time.AfterFunc(time.Hour, l.watch)
+	l.inline.timer.Stop()
 	l.now = time.Now()
 	l.lastSweep, l.lastIdle = l.now, l.now
-	for {
-		evs, _, err := l.p.Wait(l.waitTime())
-		if err != nil {
-			s.logger.Error("warren: event loop failed", "err", err)
-			return fmt.Errorf("warren: event loop: %w", err)
-		}
+	s.wg.Add(1)
+	go l.own(false)
+}
+
+// own runs the loop on the calling goroutine (counted in s.wg) until it
+// ends, or until another goroutine takes it over (see takeover); resumed
+// is set for the goroutine that took it over. The one that ends it closes
+// everything and reports the result on l.done.
+func (l *evLoop) own(resumed bool) {
+	s := l.srv
+	defer s.wg.Done()
+	if resumed {
 		l.now = time.Now()
-		for _, ev := range evs {
-			if fd := int(ev.Fd); fd == l.lfd {
-				l.accept()
-			} else {
-				l.event(fd, ev.Events)
+		if !l.runRest() {
+			return // taken over again
+		}
+	}
+	taken, err := l.loop(resumed)
+	if taken {
+		return
+	}
+	l.inline.timer.Stop()
+	close(l.stop)
+	l.endAdoptions()
+	l.closeAll()
+	if l.lfd >= 0 {
+		unix.Close(l.lfd)
+	}
+	l.p.Close()
+	s.ev.loops.Add(-1)
+	l.done <- err
+}
+
+// loop is the loop's body. It returns taken when another goroutine took the
+// loop over while a call ran inline; resumed skips the first wait.
+func (l *evLoop) loop(resumed bool) (taken bool, err error) {
+	s := l.srv
+	for {
+		if !resumed {
+			evs, _, err := l.p.Wait(l.waitTime())
+			if err != nil {
+				s.logger.Error("warren: event loop failed", "err", err)
+				return false, fmt.Errorf("warren: event loop: %w", err)
+			}
+			l.now = time.Now()
+			for _, ev := range evs {
+				if fd := int(ev.Fd); fd == l.lfd {
+					l.accept()
+				} else {
+					l.event(fd, ev.Events)
+				}
+				if len(l.inline.ready) > 0 && !l.runReady() {
+					return true, nil
+				}
 			}
 		}
+		resumed = false
 		l.takeAdoptions()
+		if len(l.inline.ready) > 0 && !l.runReady() {
+			return true, nil
+		}
 		if !l.closing {
 			select {
 			case <-s.closed:
@@ -153,12 +196,12 @@ func (l *evLoop) run() error {
 			}
 		}
 		if s.ctx.Err() != nil {
-			return ErrServerClosed // Close, or the end of Shutdown: closeAll runs above
+			return false, ErrServerClosed // Close, or the end of Shutdown: closeAll runs above
 		}
 		if l.now.Sub(l.lastSweep) >= tick {
 			l.sweep()
 			if l.checkListener() && l.nconns == 0 {
-				return nil // Serve has returned; nothing is left to serve
+				return false, nil // Serve has returned; nothing is left to serve
 			}
 		}
 		if l.idleTimeout > 0 && l.now.Sub(l.lastIdle) >= l.idleSweepEvery() {

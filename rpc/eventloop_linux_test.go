@@ -511,8 +511,8 @@ func TestEventLoopListenerClosed(t *testing.T) {
 }
 
 // BenchmarkUnaryModes compares unary calls with the server in goroutine mode
-// and in event-loop mode (where every call runs on a worker), in this
-// process:
+// and in event-loop mode (where calls up to 16 KiB run on the loop, larger
+// ones on workers), in this process:
 //
 //	go test ./rpc -run '^$' -bench UnaryModes -benchmem
 func BenchmarkUnaryModes(b *testing.B) {

@@ -116,21 +116,16 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		stop:        make(chan struct{}),
 		lrc:         rc,
 		lost:        make(chan struct{}),
+		done:        make(chan error, 1),
 	}
 	s.ev.loops.Add(1)
 	loopsStarted.Add(1)
 	// The loop runs on its own goroutine so that Serve can return when the
 	// listener is closed (as it does in goroutine mode) while the loop
 	// goes on serving the connections it has.
-	done := make(chan error, 1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.ev.loops.Add(-1)
-		done <- lp.run()
-	}()
+	lp.launch()
 	select {
-	case err := <-done:
+	case err := <-lp.done:
 		return true, err
 	case <-lp.lost:
 		return true, fmt.Errorf("warren: accept: %w", net.ErrClosed)

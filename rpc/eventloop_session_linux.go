@@ -43,7 +43,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		HandshakeTimeout: s.handshakeTimeout(),
 		NewStream:        newServerStream,
 		OnStream:         sc.onStream,
-		OnRequest:        sc.onRequestWorker,
+		OnRequest:        l.onRequest,
 		OnReset:          resetServerCall,
 		OnEnd:            endCall,
 	}

@@ -89,8 +89,10 @@ type ServerOptions struct {
 	MaxSharedBytes  int64
 	// EventLoop serves the connections of unix and tcp listeners from an
 	// epoll event loop (Linux): an idle connection then holds no goroutine
-	// and no buffer, only a record of about 100 bytes, and every call runs
-	// on a worker goroutine (as with NoInline). The API is unchanged. On
+	// and no buffer, only a record of about 100 bytes. Small unary calls
+	// run on the loop itself (unless NoInline), and a call that runs longer
+	// than about a millisecond hands the loop to a new goroutine; others run
+	// on worker goroutines. The API is unchanged. On
 	// other platforms, and for listeners the loop cannot serve (tls,
 	// WebSocket, listener types other than *transport.Listener,
 	// *net.UnixListener and *net.TCPListener), Serve falls back to a

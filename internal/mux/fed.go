@@ -69,7 +69,8 @@ type fedWriter struct {
 // (Feed), tells it when a blocked write may go on (Writable), and reports the
 // end of the input (FeedError). The Config's callbacks run on the goroutine
 // that calls Feed; OnRequest must not run the request there (RunInline is
-// not available on a fed session). On error conn is closed.
+// not available on a fed session): the caller may run it after Feed
+// returns, with the writes held (Hold). On error conn is closed.
 func NewFed(conn FedConn, cfg *Config, peer wire.Settings, st *FedState) (*Session, error) {
 	s, err := newSession(conn, false, cfg)
 	if err != nil {
@@ -367,3 +368,11 @@ func (w *writer) fedRoom(b []byte, n int) []byte {
 	w.fw.bufH = nb
 	return nb.B
 }
+
+// Hold holds back a fed session's writes until Release, so that the replies
+// of calls the caller runs one after another leave in one write. Feed holds
+// them itself while it runs; Hold is for after it returned.
+func (s *Session) Hold() { s.w.cork() }
+
+// Release ends Hold: what was held back is written, without blocking.
+func (s *Session) Release() { s.w.uncork() }
