@@ -14,14 +14,11 @@ import (
 // virtual machine, arming and cancelling the kernel timer of each wait
 // added about 4µs to a 17µs round trip. On Linux the ticks come from a
 // timerfd that the poller watches like a socket (watchdog_linux.go), so its
-// waits stay untimed; elsewhere from a time.Ticker.
+// waits stay untimed; elsewhere from time.Sleep.
 
-// tickSource delivers the watchdog's ticks, every takeoverDelay between
-// start and stop.
+// tickSource spaces the watchdog's ticks.
 type tickSource interface {
-	start()
-	wait() // blocks until the next tick
-	stop()
+	wait() // returns takeoverDelay after it is called, or later
 }
 
 // watchdog is the process's takeover watchdog.
@@ -48,13 +45,13 @@ func (w *watcher) add(s *Session) {
 		w.src = newTickSource()
 	}
 	w.running = true
-	w.src.start()
 	go w.run()
 }
 
 // run ticks: at each tick it calls watch on every watched session, and
-// stops watching those that went quiet (watch cleared watchArmed). It
-// returns once none is left.
+// stops watching those that went quiet (watch cleared watchArmed). Ticks
+// are at least takeoverDelay apart, however late one is handled, so that a
+// run is never taken over sooner. It returns once no session is left.
 func (w *watcher) run() {
 	for {
 		w.src.wait()
@@ -77,7 +74,6 @@ func (w *watcher) run() {
 		clear(w.batch)
 		if n == 0 {
 			w.running = false
-			w.src.stop()
 			if cap(w.sessions) > 64 {
 				w.sessions, w.batch = nil, nil // drop what a burst grew
 			}
@@ -88,19 +84,7 @@ func (w *watcher) run() {
 	}
 }
 
-// timerTicks is the tickSource of a time.Ticker.
-type timerTicks struct{ t *time.Ticker }
+// sleepTicks is the tickSource of time.Sleep.
+type sleepTicks struct{}
 
-func (tt *timerTicks) start() {
-	if tt.t == nil {
-		tt.t = time.NewTicker(takeoverDelay)
-		return
-	}
-	tt.t.Reset(takeoverDelay)
-}
-
-func (tt *timerTicks) wait() { <-tt.t.C }
-func (tt *timerTicks) stop() { tt.t.Stop() }
-
-// sleepTick waits one takeoverDelay by the clock.
-func sleepTick() { time.Sleep(takeoverDelay) }
+func (sleepTicks) wait() { time.Sleep(takeoverDelay) }

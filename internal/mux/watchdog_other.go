@@ -2,4 +2,4 @@
 
 package mux
 
-func newTickSource() tickSource { return &timerTicks{} }
+func newTickSource() tickSource { return sleepTicks{} }
