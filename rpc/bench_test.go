@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The benchmarks run the server either in this process (so allocations of
@@ -230,6 +232,69 @@ func BenchmarkRawPingPong(b *testing.B) {
 	b.Run("separate", func(b *testing.B) {
 		runRawPingPong(b, startChildServer(b, "WARREN_BENCH_RAW=1"))
 	})
+}
+
+// BenchmarkLoneCaller is the sequential round trip of the bench module's
+// seqrtt scenario: one caller, 128-byte echo calls one at a time, with a
+// context that can be canceled as callers' contexts usually can, the server
+// in a child process. It runs warren, dialed as users dial (transport,
+// unix socket), and the bare Go socket ping-pong of the same bytes, so
+// that one command shows both; p50-us is the median round trip.
+//
+//	go test ./rpc -run '^$' -bench LoneCaller -count 6
+func BenchmarkLoneCaller(b *testing.B) {
+	b.Run("warren", func(b *testing.B) {
+		path := startChildServer(b)
+		c, err := Dial("unix://"+path, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req := make([]byte, 128)
+		var out []byte
+		loneCalls(b, func() error { return c.Invoke(ctx, "Bench.Echo", &req, &out) })
+	})
+	b.Run("raw", func(b *testing.B) {
+		conn, err := net.Dial("unix", startChildServer(b, "WARREN_BENCH_RAW=1"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		buf := make([]byte, 128)
+		loneCalls(b, func() error {
+			if _, err := conn.Write(buf); err != nil {
+				return err
+			}
+			_, err := io.ReadFull(conn, buf)
+			return err
+		})
+	})
+}
+
+// loneCalls runs call b.N times after a warm-up, reporting the median
+// round trip as p50-us.
+func loneCalls(b *testing.B, call func() error) {
+	for range 1000 {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, b.N)
+	b.SetBytes(128)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
 }
 
 func sizeName(n int) string {

@@ -115,7 +115,7 @@ func TestProtocolViolations(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				ignore := goleak.IgnoreCurrent()
-				t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+				t.Cleanup(func() { goleak.VerifyNone(t, ignore, ignoreWatchdog) })
 				ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) { <-ctx.Done() })
 				raw, s := rawClient(t, k, ts.config(tt.set), wire.Settings{})
 				// On a pipe a write fails once the session gives up reading.
@@ -510,7 +510,7 @@ func TestClientRejectsBadServerFrames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
-			t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+			t.Cleanup(func() { goleak.VerifyNone(t, ignore, ignoreWatchdog) })
 			ctx := testCtx(t)
 			raw, c := rawServer(t, connKinds[1], &mux.Config{Settings: wire.Settings{InitialWindow: 1 << 10}}, wire.Settings{})
 			st, err := c.Open(ctx, mux.Call{Method: "m", End: true})

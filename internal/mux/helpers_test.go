@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
@@ -56,6 +58,11 @@ var connKinds = []connKind{
 }
 
 // forKinds runs fn as a subtest over each connection kind.
+// ignoreWatchdog leaves the takeover watchdog's goroutine out of a test's
+// leak check: it serves the whole process and ends soon after the last
+// request run inline, which TestWatchdog and TestMain's check show.
+var ignoreWatchdog = goleak.IgnoreAnyFunction("github.com/warrenipc/warren/internal/mux.(*watcher).run")
+
 func forKinds(t *testing.T, fn func(t *testing.T, k connKind)) {
 	t.Helper()
 	for _, k := range connKinds {

@@ -27,24 +27,26 @@ func (st *Stream) RunInline(fn func(*Stream)) {
 //
 // Arming a timer for every request would cost more than the goroutine
 // switches inline running saves (resetting a timer can wake the runtime's
-// network poller). Instead a watch timer ticks every takeoverDelay while the
-// session runs requests inline, and stops after a quiet tick.
+// network poller). Instead the process's watchdog (watchdog.go) looks at
+// the session every takeoverDelay while it runs requests inline, and stops
+// after a quiet tick.
 func (s *Session) guarded(fn func()) (replaced bool) {
 	g := s.readerState.Load() &^ 1
 	s.inlineRuns.Add(1) // before the bit: see watch
 	s.readerState.Store(g | 1)
 	if !s.watchArmed.Load() && s.watchArmed.CompareAndSwap(false, true) {
-		s.inlineTimer.Reset(takeoverDelay)
+		watchdog.add(s)
 	}
 	fn()
 	return !s.readerState.CompareAndSwap(g|1, g) // false: taken over
 }
 
-// watch runs on the watch timer: it starts a new reader goroutine if the
-// request running inline now is the one that ran at the previous tick, a
-// takeoverDelay ago or more (inlineRuns counts the runs, so no clock is
-// read per request), and keeps ticking while the session is busy.
-func (s *Session) watch() {
+// watch runs at each tick of the watchdog: it starts a new reader
+// goroutine if the request running inline now is the one that ran at the
+// previous tick, a takeoverDelay ago or more (inlineRuns counts the runs, so
+// no clock is read per request). It reports whether the session is still
+// to be watched: while it is busy.
+func (s *Session) watch() bool {
 	// The bit first, then the count, which guarded raises before it sets
 	// the bit: a count read with a bit belongs to that run or a later one,
 	// so a run that has just begun is not taken for the one seen at the
@@ -57,16 +59,13 @@ func (s *Session) watch() {
 	}
 	if runs != s.watchedRuns || inline {
 		s.watchedRuns, s.watchedInline = runs, inline
-		s.inlineTimer.Reset(takeoverDelay)
-		return
+		return true
 	}
 	s.watchedInline = false
 	s.watchArmed.Store(false)
-	// A run that began just before the store above saw the timer armed and
-	// did not arm it: look again.
-	if s.readerState.Load()&1 != 0 && s.watchArmed.CompareAndSwap(false, true) {
-		s.inlineTimer.Reset(takeoverDelay)
-	}
+	// A run that began just before the store above saw the session watched
+	// and did not add it: look again.
+	return s.readerState.Load()&1 != 0 && s.watchArmed.CompareAndSwap(false, true)
 }
 
 // takeover starts a new reader goroutine if a request is still running

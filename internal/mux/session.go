@@ -141,11 +141,10 @@ type Session struct {
 	// left by one, with the low bit set while the reader runs a request
 	// inline (see Stream.RunInline).
 	readerState   atomic.Uint64
-	inlineTimer   *time.Timer // the watch timer (see guarded)
 	inlineRuns    atomic.Uint64
 	watchArmed    atomic.Bool
-	watchedRuns   uint64 // inlineRuns at the last tick; watch timer only
-	watchedInline bool   // a request ran inline at the last tick; watch timer only
+	watchedRuns   uint64 // inlineRuns at the last tick; watchdog only
+	watchedInline bool   // a request ran inline at the last tick; watchdog only
 	closeOnce     sync.Once
 	closing       atomic.Bool // closeWith has begun
 
@@ -211,8 +210,6 @@ func (s *Session) start(peer wire.Settings) {
 		}
 	}
 	s.done = make(chan struct{})
-	s.inlineTimer = time.AfterFunc(time.Hour, s.watch)
-	s.inlineTimer.Stop()
 	if !s.client {
 		s.readers.Add(1)
 		go s.readLoop()

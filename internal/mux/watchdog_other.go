@@ -1,0 +1,5 @@
+//go:build !linux
+
+package mux
+
+func newTickSource() tickSource { return sleepTicks{} }
