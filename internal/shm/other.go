@@ -20,7 +20,7 @@ var (
 // returns nil).
 type Conn struct {
 	net.Conn
-	*Queue
+	Queue *Queue
 }
 
 type Queue struct{}
