@@ -172,7 +172,7 @@ func TestEventLoopFilesHibernate(t *testing.T) {
 func TestEventLoopFilesBurst(t *testing.T) {
 	l, addr := listenFor(t, "unix-loop")
 	srv := NewServer(&ServerOptions{EventLoop: true, Settings: filesSettings(), CallRate: -1})
-	const n, size = 40, 64 << 10 // fewer than the client holds (64), more than the socket buffers
+	const n, size = 40, 60 << 10 // fewer files than the client holds (64), more bytes than its window; one 64 KiB frame each
 	dir := t.TempDir()
 	for i := range n {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte(fmt.Sprint(i)), 0o600); err != nil {
@@ -239,6 +239,14 @@ func TestEventLoopFilesBurst(t *testing.T) {
 			t.Fatalf("file %d: %q %v", i, b, err)
 		}
 	}
+	checkNoLeak(t, before, 0, 0)
+
+	// A client that stops reading, then goes away: the descriptors
+	// waiting in the server's writer are closed with the connection.
+	r := dialRawFiles(t, c)
+	r.callMethod("T.Burst", nil, nil, 0)
+	time.Sleep(300 * time.Millisecond) // the socket fills; the rest waits in the writer
+	r.uc.Close()
 	checkNoLeak(t, before, 0, 0)
 }
 
