@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/shm"
+	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -278,5 +279,34 @@ func TestEventLoopFilesNotOnTCP(t *testing.T) {
 	}
 	if calls != 0 {
 		t.Fatalf("%d calls reached the server", calls)
+	}
+}
+
+// TestEventLoopSharedReply: a reply over the loop's SharedThreshold goes
+// as a new sealed memfd (the client, allowed fewer shared bytes than
+// that, refuses it), and through the socket with the threshold off.
+func TestEventLoopSharedReply(t *testing.T) {
+	ctx := context.Background()
+	for _, th := range []int{64 << 10, -1} {
+		l, addr := listenFor(t, "unix-loop")
+		srv := NewServer(&ServerOptions{EventLoop: true, Settings: filesSettings(), CallRate: -1, SharedThreshold: th})
+		HandleRaw(srv, "T.Big", func(ctx context.Context, req []byte) ([]byte, error) {
+			return bytes.Repeat([]byte{7}, 1<<20), nil
+		})
+		fds, maps := countFDs(t), countMemfdMaps(t)
+		c := serveAndDial(t, srv, l, addr, &ClientOptions{Settings: filesSettings(), MaxSharedBytes: 256 << 10})
+		in, out := []byte{1}, []byte(nil)
+		err := c.Invoke(ctx, "T.Big", &in, &out)
+		if th > 0 {
+			var se *status.Error
+			if !errors.As(err, &se) || se.Code != status.ResourceExhausted {
+				t.Fatalf("threshold %d: a 1 MiB reply over the client's shared bound: %d bytes, %v; want it refused (ResourceExhausted)", th, len(out), err)
+			}
+		} else if err != nil || len(out) != 1<<20 || out[len(out)-1] != 7 {
+			t.Fatalf("threshold off: %d bytes, %v", len(out), err)
+		}
+		c.Close()
+		srv.Close()
+		checkNoLeak(t, fds, maps, 1) // the listener
 	}
 }
