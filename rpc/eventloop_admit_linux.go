@@ -230,6 +230,7 @@ func (l *evLoop) addActive(rec *loopConn, a *activeConn) {
 
 func (l *evLoop) removeActive(rec *loopConn) {
 	a := rec.act
+	closeFiles(a)
 	last := l.active[len(l.active)-1]
 	l.active[a.idx] = last
 	last.act.idx = a.idx

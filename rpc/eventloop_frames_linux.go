@@ -25,7 +25,6 @@ func (l *evLoop) read(rec *loopConn) {
 		l.readWS(rec, nil)
 		return
 	}
-	fd := int(rec.fd)
 	a := rec.act
 	var data []byte
 	fromPend := a != nil && a.plen > 0
@@ -33,9 +32,9 @@ func (l *evLoop) read(rec *loopConn) {
 	var err error
 	if fromPend {
 		l.growPend(rec, a)
-		n, err = syscall.Read(fd, a.pend.B[a.plen:])
+		n, err = l.readSock(rec, a.pend.B[a.plen:])
 	} else {
-		n, err = syscall.Read(fd, l.rbuf)
+		n, err = l.readSock(rec, l.rbuf)
 	}
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
@@ -169,7 +168,7 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 	// The socket is new and its buffer empty: a preface always fits.
 	var k int
 	if c := rec.act.conn; c != nil && c.fr != nil {
-		k, err = c.Write(l.preface)
+		k, err = c.Write(l.prefaceFor(rec))
 	} else {
 		k, err = syscall.Write(int(rec.fd), l.preface)
 	}

@@ -78,6 +78,7 @@ type evLoop struct {
 	local    wire.Settings
 	preface  []byte
 	settings map[wire.Settings]*wire.Settings // interned peer settings
+	files    loopFiles                        // descriptors (eventloop_files_linux.go)
 
 	start, now  time.Time
 	readTimeout time.Duration // 0: none

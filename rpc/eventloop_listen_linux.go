@@ -77,7 +77,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		return false, nil
 	}
 	local := s.opts.Settings.WithDefaults()
-	local.MaxFiles = 0 // the loop reads with read(2): descriptors are not received
+	local.MaxFiles = loopMaxFiles(ls, local.MaxFiles) // unix sockets only, as in goroutine mode
 	if local.Validate() != nil {
 		return false, nil // every connection fails its handshake: as the goroutine mode does
 	}
@@ -118,6 +118,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		lost:        make(chan struct{}),
 		done:        make(chan error, 1),
 	}
+	lp.initFiles()
 	s.ev.loops.Add(1)
 	loopsStarted.Add(1)
 	// The loop runs on its own goroutine so that Serve can return when the

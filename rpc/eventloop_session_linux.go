@@ -47,6 +47,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		OnReset:          resetServerCall,
 		OnEnd:            endCall,
 	}
+	l.filesConfig(rec, &cfg)
 	if a.refuse != "" {
 		refuse := a.refuse
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
@@ -85,7 +86,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 func (l *evLoop) hibernate(rec *loopConn) {
 	s := l.srv
 	a := rec.act
-	if l.partial(a) || a.refuse != "" || a.conn != nil && a.conn.controlPending() {
+	if l.partial(a) || a.refuse != "" || a.conn != nil && a.conn.controlPending() || filesWaiting(a) {
 		return
 	}
 	if a.sess != nil {

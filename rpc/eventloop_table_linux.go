@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/shm"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -46,8 +47,9 @@ type activeConn struct {
 	closeAt time.Time // a refused connection: when to close it
 	refuse  string    // why the connection is refused, if it is
 	code    status.Code
-	idx     int     // in evLoop.active
-	ws      *wsConn // WebSocket connections: the frame decoder
+	idx     int        // in evLoop.active
+	ws      *wsConn    // WebSocket connections: the frame decoder
+	files   *shm.Queue // descriptors received (eventloop_files_linux.go)
 }
 
 // connTable maps file descriptors to records. Pages are allocated as

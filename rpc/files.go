@@ -18,8 +18,8 @@ import (
 // descriptors for them (SCM_RIGHTS), close-on-exec. See PROTOCOL.md,
 // "Descriptors and shared messages". Files that cannot be sent (the
 // connection is not a unix socket (tcp, tls, WebSocket, HTTP), a side did
-// not set Settings.MaxFiles, the server runs the event loop, or there are
-// more files than the peer accepts) fail the call or reply at once, with a
+// not set Settings.MaxFiles, or there are more files than the peer
+// accepts) fail the call or reply at once, with a
 // cause that matches errors.ErrUnsupported; nothing of it is sent.
 
 // NewSharedBuffer returns a buffer of n bytes of shared memory (a memfd

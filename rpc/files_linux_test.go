@@ -110,8 +110,10 @@ func tempFile(t *testing.T, content string) string {
 	return p
 }
 
-func TestFilesRequestAndReply(t *testing.T) {
-	c, _ := filesPair(t, "unix")
+func TestFilesRequestAndReply(t *testing.T) { testFilesRequestAndReply(t, "unix") }
+
+func testFilesRequestAndReply(t *testing.T, network string) {
+	c, _ := filesPair(t, network)
 	ctx := context.Background()
 	var out []byte
 	in := []byte("x")
@@ -176,25 +178,6 @@ func TestFilesRefusedAtOnce(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 { // F.Open only: nothing of F.Read was sent
 		t.Fatalf("%d calls reached the server", n)
-	}
-
-	// The event loop reads with read(2): it announces no MaxFiles.
-	cl, calls := filesPair(t, "unix-loop")
-	if err := cl.Invoke(ctx, "F.Read", &in, &out, WithFiles(f)); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("files to an event-loop server: %v, want errors.ErrUnsupported", err)
-	}
-	if n := calls.Load(); n != 0 {
-		t.Fatalf("%d calls reached the server", n)
-	}
-	// A shared buffer to it is copied, and arrives whole.
-	buf, release, err := cl.NewSharedBuffer(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	buf[len(buf)-1] = 7
-	if err := cl.Invoke(ctx, "F.Ignore", &buf, &out); err != nil || len(out) != len(buf) || out[len(out)-1] != 7 {
-		t.Fatalf("shared buffer to an event-loop server: %d bytes, %v", len(out), err)
 	}
 
 	cu, calls := filesPair(t, "unix")

@@ -18,7 +18,7 @@ import (
 func streamFilesServer(t *testing.T, network string) *Client {
 	t.Helper()
 	l, addr := listenFor(t, network)
-	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1})
+	srv := NewServer(&ServerOptions{Settings: filesSettings(), CallRate: -1, EventLoop: network == "unix-loop"})
 	HandleBidiStream(srv, "F.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
 		return eachMsg(st, func(m []byte) error {
 			var out []byte
@@ -55,8 +55,10 @@ func streamFilesServer(t *testing.T, network string) *Client {
 // and with a handler's next Send (ReplyFiles); ReceiveFiles collects those
 // of every reply; a handler's Files has those received so far. Nothing
 // stays open.
-func TestFilesOnStreams(t *testing.T) {
-	c := streamFilesServer(t, "unix")
+func TestFilesOnStreams(t *testing.T) { testFilesOnStreams(t, "unix") }
+
+func testFilesOnStreams(t *testing.T, network string) {
+	c := streamFilesServer(t, network)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Ping(ctx); err != nil {

@@ -96,7 +96,9 @@ type ServerOptions struct {
 	// other platforms, and for listeners the loop cannot serve (tls,
 	// WebSocket, listener types other than *transport.Listener,
 	// *net.UnixListener and *net.TCPListener), Serve falls back to a
-	// goroutine per connection. See ARCHITECTURE.md, "Event loop".
+	// goroutine per connection. On unix listeners it takes and sends
+	// descriptors and shared messages (Settings.MaxFiles) as the goroutine
+	// mode does. See ARCHITECTURE.md, "Event loop".
 	EventLoop bool
 	// ReadTimeout (event-loop mode) bounds how long a frame may take to
 	// arrive once its first byte has: a peer that sends part of a frame and

@@ -110,9 +110,11 @@ func memfd(t *testing.T, n int, seals int) int {
 // TestSharedHostile sends the server shared messages it must refuse: each
 // is a stream error (InvalidArgument) on a connection that goes on, and
 // nothing received is left open or mapped.
-func TestSharedHostile(t *testing.T) {
+func TestSharedHostile(t *testing.T) { testSharedHostile(t, false) }
+
+func testSharedHostile(t *testing.T, loop bool) {
 	c := sharedPair(t,
-		ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10},
+		ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: 64 << 10},
 		ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
 	ctx := context.Background()
 	var out []byte
@@ -191,9 +193,11 @@ func TestSharedShrinkAfterSend(t *testing.T) {
 
 // TestFilesHostileConn: descriptors the connection cannot take are a
 // connection error, and every one that arrived is closed.
-func TestFilesHostileConn(t *testing.T) {
+func TestFilesHostileConn(t *testing.T) { testFilesHostileConn(t, false) }
+
+func testFilesHostileConn(t *testing.T, loop bool) {
 	c := sharedPair(t,
-		ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10},
+		ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: 64 << 10},
 		ClientOptions{Settings: filesSettings()})
 	ctx := context.Background()
 	var out []byte
@@ -251,8 +255,10 @@ func TestFilesHostileConn(t *testing.T) {
 // TestFilesHeldBound: descriptors held by messages not yet released are
 // bounded per connection (4 x MaxFiles, at least 64): the message over the
 // bound is refused with ResourceExhausted, and all are closed in the end.
-func TestFilesHeldBound(t *testing.T) {
-	c := sharedPair(t, ServerOptions{Settings: filesSettings()}, ClientOptions{Settings: filesSettings()})
+func TestFilesHeldBound(t *testing.T) { testFilesHeldBound(t, false) }
+
+func testFilesHeldBound(t *testing.T, loop bool) {
+	c := sharedPair(t, ServerOptions{EventLoop: loop, Settings: filesSettings()}, ClientOptions{Settings: filesSettings()})
 	ctx := context.Background()
 	var out []byte
 	in := []byte{1}

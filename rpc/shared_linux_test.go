@@ -76,10 +76,12 @@ func filesSettings() wire.Settings {
 	return wire.Settings{MaxFiles: 16, MaxMessageSize: 128 << 20}
 }
 
-func TestSharedEcho(t *testing.T) {
+func TestSharedEcho(t *testing.T) { testSharedEcho(t, false) }
+
+func testSharedEcho(t *testing.T, loop bool) {
 	fds, maps := countFDs(t), countMemfdMaps(t)
 	c := sharedPair(t,
-		ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10},
+		ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: 64 << 10},
 		ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -101,7 +103,7 @@ func TestSharedEcho(t *testing.T) {
 		}
 	}
 	c.Close()
-	checkNoLeak(t, fds, maps, 2) // the listener and its Serve's poller may stay
+	checkNoLeak(t, fds, maps, 2+loopFDs(loop, 1)) // the listener and its Serve's poller may stay
 }
 
 // checkNoLeak waits until no more than slack descriptors beyond fds, and
@@ -166,13 +168,15 @@ func BenchmarkLarge(b *testing.B) {
 
 // TestSharedStream: stream messages over the threshold travel shared both
 // ways, and nothing stays mapped or open.
-func TestSharedStream(t *testing.T) {
+func TestSharedStream(t *testing.T) { testSharedStream(t, false) }
+
+func testSharedStream(t *testing.T, loop bool) {
 	path := filepath.Join(t.TempDir(), "s.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := ServerOptions{Settings: filesSettings(), SharedThreshold: 64 << 10}
+	opts := ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: 64 << 10}
 	srv := NewServer(&opts)
 	HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[[]byte, []byte]) error {
 		return eachMsg(st, func(m []byte) error { return st.Send(&m) })
@@ -226,7 +230,7 @@ func TestSharedStream(t *testing.T) {
 	}
 	cs.Close()
 	c.Close()
-	checkNoLeak(t, fds, maps, 1)
+	checkNoLeak(t, fds, maps, 1+loopFDs(loop, 1))
 }
 
 // TestSharedBuffer: a buffer of NewSharedBuffer, filled in place, travels
@@ -234,10 +238,12 @@ func TestSharedStream(t *testing.T) {
 // is sealed (read-only) by its first send, can be sent again, and its
 // echo comes back through its own mapping; over a connection without
 // descriptors it is copied. Nothing stays open or mapped after release.
-func TestSharedBuffer(t *testing.T) {
+func TestSharedBuffer(t *testing.T) { testSharedBuffer(t, false) }
+
+func testSharedBuffer(t *testing.T, loop bool) {
 	fds, maps := countFDs(t), countMemfdMaps(t)
 	c := sharedPair(t,
-		ServerOptions{Settings: filesSettings(), SharedThreshold: -1},
+		ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: -1},
 		ClientOptions{Settings: filesSettings(), SharedThreshold: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -280,7 +286,7 @@ func TestSharedBuffer(t *testing.T) {
 	release()
 	release()
 	// A client without descriptors copies it.
-	plain := sharedPair(t, ServerOptions{Settings: filesSettings()}, ClientOptions{})
+	plain := sharedPair(t, ServerOptions{EventLoop: loop, Settings: filesSettings()}, ClientOptions{})
 	buf2, release2, err := plain.NewSharedBuffer(1 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +302,7 @@ func TestSharedBuffer(t *testing.T) {
 	}
 	c.Close()
 	plain.Close()
-	checkNoLeak(t, fds, maps, 4)
+	checkNoLeak(t, fds, maps, 4+loopFDs(loop, 2))
 }
 
 // TestSharedDefaultThreshold: with SharedThreshold 0, messages go shared

@@ -56,10 +56,12 @@ const fedBufSize = 16 << 10
 
 // fedWriter is the writer state of a fed session.
 type fedWriter struct {
-	bufH    *pool.Buf // the pooled buffer behind writer.buf; nil when buf is nil
-	pend    []byte    // bytes taken out of buf and not yet all written
-	pendH   *pool.Buf // the pooled buffer behind pend
-	waitOut bool      // a write would have blocked: Writable continues it
+	bufH    *pool.Buf  // the pooled buffer behind writer.buf; nil when buf is nil
+	pend    []byte     // bytes taken out of buf and not yet all written
+	pendH   *pool.Buf  // the pooled buffer behind pend
+	waitOut bool       // a write would have blocked: Writable continues it
+	sent    int64      // bytes written (fedfiles.go)
+	files   []fedFiles // descriptors waiting for their frame's write (fedfiles.go)
 }
 
 // NewFed starts a fed server session on conn, whose client preface (with
@@ -76,12 +78,12 @@ func NewFed(conn FedConn, cfg *Config, peer wire.Settings, st *FedState) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	s.local.MaxFiles = 0 // the caller reads the socket: no descriptors
 	if err := peer.Validate(); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	s.peer = peer
+	s.startFedFiles(cfg.FedFiles)
 	s.frameSize = min(peer.MaxFrameSize, peer.InitialWindow/2)
 	if st != nil {
 		s.lastPeerID = st.LastPeerID
@@ -261,6 +263,7 @@ func (w *writer) takeBuf() {
 // releaseFedBufs gives the buffers back to the pool, dropping what they
 // hold. w.mu is held.
 func (w *writer) releaseFedBufs() {
+	w.dropFedFiles()
 	w.releasePend()
 	if w.fw.bufH != nil {
 		pool.Put(w.fw.bufH)
@@ -302,14 +305,15 @@ func (w *writer) flushFedLocked() error {
 			w.buf, w.fw.bufH = nil, nil
 			w.cond.Broadcast() // room for writers waiting at highWater
 		}
-		out := w.fw.pend
+		out, fds := w.fedChunk(w.fw.pend)
 		w.mu.Unlock()
-		n, err := w.fed.Write(out)
+		n, err := w.fedWrite(out, fds)
 		w.mu.Lock()
 		if n > 0 {
 			w.fw.pend = w.fw.pend[n:]
+			w.fedWrote(n, fds)
 		}
-		if errors.Is(err, ErrWouldBlock) {
+		if errors.Is(err, ErrWouldBlock) && w.err == nil {
 			w.fw.waitOut = true
 			w.cond.Broadcast() // for settle
 			w.mu.Unlock()

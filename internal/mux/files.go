@@ -35,9 +35,9 @@ const minShared = directMin
 
 // fileState is a session's state for descriptors.
 type fileState struct {
-	conn      *shm.Conn // the connection, when this side receives descriptors
-	share     bool      // both sides announced descriptors: whole shared buffers go shared
-	sharedMin int       // messages of at least this size go shared too; 0: never
+	q         *shm.Queue // the descriptors received, when this side receives them
+	share     bool       // both sides announced descriptors: whole shared buffers go shared
+	sharedMin int        // messages of at least this size go shared too; 0: never
 	maxShared int64
 	held      atomic.Int64 // bytes of shared messages mapped, in whole pages
 	maxHeld   int64        // descriptors messages may hold until released
@@ -55,15 +55,28 @@ func (s *Session) wrapFiles(conn net.Conn) {
 		return
 	}
 	per := int(s.local.MaxFiles)
-	bound := max(4*per, 64)
-	c := shm.Wrap(conn, per, bound)
+	c := shm.Wrap(conn, per, filesBound(per))
 	if c == nil {
 		s.local.MaxFiles = 0
 		return
 	}
-	s.fs.conn = c
 	s.conn = c
-	s.fs.maxHeld = int64(bound)
+	s.setFiles(c.Queue)
+}
+
+// filesBound is how many descriptors a connection whose frames carry at
+// most per may hold: received and not yet named by a frame, or held by
+// messages not yet released.
+func filesBound(per int) int { return max(4*per, 64) }
+
+// NewFileQueue returns the queue of descriptors for a connection whose
+// frames carry at most per (Config.FedFiles).
+func NewFileQueue(per int) *shm.Queue { return shm.NewQueue(per, filesBound(per)) }
+
+// setFiles makes the session take the descriptors its frames name from q.
+func (s *Session) setFiles(q *shm.Queue) {
+	s.fs.q = q
+	s.fs.maxHeld = int64(filesBound(int(s.local.MaxFiles)))
 	s.fs.maxShared = s.cfg.MaxShared
 	if s.fs.maxShared <= 0 {
 		s.fs.maxShared = DefaultMaxShared
@@ -73,7 +86,7 @@ func (s *Session) wrapFiles(conn net.Conn) {
 // startFiles decides, once the peer's settings are known, whether
 // messages can go shared, and from what size they do.
 func (s *Session) startFiles() {
-	if s.fs.conn != nil && s.peer.MaxFiles > 0 {
+	if s.fs.q != nil && s.peer.MaxFiles > 0 {
 		s.fs.share = true
 		switch {
 		case s.cfg.SharedMin == 0:
@@ -88,7 +101,7 @@ func (s *Session) startFiles() {
 // a unix socket whose both sides announced MaxFiles; n is the most one
 // message may carry.
 func (s *Session) CanSendFiles() (n int, ok bool) {
-	if s.fs.conn == nil || s.peer.MaxFiles == 0 {
+	if s.fs.q == nil || s.peer.MaxFiles == 0 {
 		return 0, false
 	}
 	return int(s.peer.MaxFiles), true
@@ -164,8 +177,11 @@ func (st *Stream) sendFiles(ctx context.Context, blk shm.Block, msg []byte, fds 
 // that carries fds: the descriptors arrive with the bytes up to the
 // frame's first byte, never after it.
 func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
+	if w.fed != nil {
+		return w.writeFedFiles(st, frame, tail, fds)
+	}
 	fc, ok := w.conn.(*shm.Conn)
-	if !ok || w.fed != nil {
+	if !ok {
 		return ErrNoFiles
 	}
 	w.mu.Lock()
@@ -192,7 +208,7 @@ func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
 // message that is not a sealed memfd of its size, or over a limit, is a
 // stream error.
 func (s *Session) onFiles(h wire.Header, p []byte) error {
-	if s.fs.conn == nil {
+	if s.fs.q == nil {
 		return &ProtocolError{Reason: "DATA with descriptors on a connection that did not announce MaxFiles"}
 	}
 	if h.Flags&wire.FlagMore != 0 {
@@ -205,7 +221,7 @@ func (s *Session) onFiles(h wire.Header, p []byte) error {
 	if blk.Count > int(s.local.MaxFiles) {
 		return &ProtocolError{Reason: fmt.Sprintf("%d descriptors in a frame, MaxFiles is %d", blk.Count, s.local.MaxFiles)}
 	}
-	fds, err := s.fs.conn.Take(blk.Count)
+	fds, err := s.fs.q.Take(blk.Count)
 	if err != nil {
 		return &ProtocolError{Reason: err.Error()}
 	}

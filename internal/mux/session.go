@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/frameio"
+	"github.com/warrenipc/warren/internal/shm"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -68,6 +69,10 @@ type Config struct {
 	// DefaultMaxShared.
 	SharedMin int
 	MaxShared int64
+	// FedFiles (fed sessions, NewFed) is where the event loop queues the
+	// descriptors it receives on the connection (NewFileQueue), if it
+	// announced Settings.MaxFiles in its preface; nil: it announced none.
+	FedFiles *shm.Queue
 }
 
 // largeFrameSize is the MaxFrameSize a session announces when its Config

@@ -386,6 +386,7 @@ func (w *writer) fail(err error) {
 	if w.err == nil {
 		w.err = err
 	}
+	w.failFedFiles()
 	w.cond.Broadcast()
 	w.mu.Unlock()
 }

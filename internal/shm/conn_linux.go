@@ -19,8 +19,34 @@ import (
 // naming more than arrived.
 var ErrDescriptors = errors.New("warren: descriptors")
 
+// Queue holds, in order, the descriptors a connection received and no
+// frame took yet: Add queues those of a read's control messages, Take
+// hands them out. A read breaking a limit fails the queue for good, and
+// every descriptor it held or that arrived is closed.
+type Queue struct {
+	max  int // descriptors received and not taken, at most
+	room int // descriptors one read's control buffer holds
+
+	mu     sync.Mutex // protects following
+	q      []int
+	err    error // sticky: the peer broke a limit
+	closed bool
+}
+
+// OOBSize is the size of a control buffer for reads of a connection whose
+// frames carry at most perRead descriptors: room for perRead descriptors
+// per control message and a few control messages per read (one per write
+// of the peer it spans).
+func OOBSize(perRead int) int { return unix.CmsgSpace(4*perRead) * 4 }
+
+// NewQueue returns a queue holding at most max descriptors, for a
+// connection whose frames carry at most perRead.
+func NewQueue(perRead, max int) *Queue {
+	return &Queue{max: max, room: OOBSize(perRead) / 4}
+}
+
 // Conn is a unix-socket connection that receives the descriptors sent
-// with its bytes (SCM_RIGHTS, with MSG_CMSG_CLOEXEC) into a queue, in
+// with its bytes (SCM_RIGHTS, with MSG_CMSG_CLOEXEC) into a Queue, in
 // order, and sends descriptors with the bytes of a write (WriteFiles).
 // Frames name the descriptors they carry; Take hands them out.
 //
@@ -28,8 +54,8 @@ var ErrDescriptors = errors.New("warren: descriptors")
 // descriptors, deadlines and the addresses go to it.
 type Conn struct {
 	net.Conn
-	uc  *net.UnixConn
-	max int // descriptors received and not taken, at most
+	*Queue
+	uc *net.UnixConn
 
 	rmu sync.Mutex // one Read at a time; protects the following
 	oob []byte
@@ -41,11 +67,6 @@ type Conn struct {
 	on  int // control bytes of the last raw read
 	rfl int // flags of the last raw read
 	re  syscall.Errno
-
-	qmu    sync.Mutex // protects following
-	q      []int
-	err    error // sticky: the peer broke a limit
-	closed bool
 }
 
 // Wrap returns c as a *Conn if c is a plain unix-socket connection (no
@@ -56,9 +77,7 @@ func Wrap(c net.Conn, perRead, max int) *Conn {
 	if uc == nil {
 		return nil
 	}
-	// Room for perRead descriptors per control message and a few control
-	// messages per read (one per write of the peer it spans).
-	fc := &Conn{Conn: c, uc: uc, max: max, oob: make([]byte, unix.CmsgSpace(4*perRead)*4)}
+	fc := &Conn{Conn: c, Queue: NewQueue(perRead, max), uc: uc, oob: make([]byte, OOBSize(perRead))}
 	if !rawio.RaceEnabled {
 		if rc, err := uc.SyscallConn(); err == nil {
 			fc.rc, fc.rfn = rc, fc.readFd
@@ -147,7 +166,7 @@ func unixOf(c net.Conn) *net.UnixConn {
 func (c *Conn) Read(b []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	if err := c.sticky(); err != nil {
+	if err := c.Err(); err != nil {
 		return 0, err
 	}
 	if len(b) == 0 {
@@ -155,22 +174,25 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	n, oobn, flags, err := c.readMsg(b)
 	if oobn > 0 || flags&unix.MSG_CTRUNC != 0 {
-		if qerr := c.queue(c.oob[:oobn], flags); qerr != nil {
+		if qerr := c.Add(c.oob[:oobn], flags); qerr != nil {
 			return 0, qerr
 		}
 	}
 	return n, err
 }
 
-func (c *Conn) sticky() error {
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	return c.err
+// Err returns the queue's sticky error: the limit the peer broke.
+func (q *Queue) Err() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
 }
 
-// queue parses the control messages of a read and queues their
-// descriptors.
-func (c *Conn) queue(oob []byte, flags int) error {
+// Add parses the control messages of a read (oob, and the read's flags)
+// and queues their descriptors. A truncated control message, or more
+// descriptors than the queue holds, fails the queue: every descriptor
+// it held or that arrived is closed, and the error returned.
+func (q *Queue) Add(oob []byte, flags int) error {
 	var fds []int
 	msgs, perr := unix.ParseSocketControlMessage(oob)
 	for _, m := range msgs {
@@ -179,52 +201,60 @@ func (c *Conn) queue(oob []byte, flags int) error {
 			fds = append(fds, got...)
 		}
 	}
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	var err error
 	switch {
 	case flags&unix.MSG_CTRUNC != 0:
-		err = fmt.Errorf("%w: control message truncated (more descriptors in one read than %d)", ErrDescriptors, len(c.oob)/4)
+		err = fmt.Errorf("%w: control message truncated (more descriptors in one read than %d)", ErrDescriptors, q.room)
 	case perr != nil:
 		err = fmt.Errorf("%w: bad control message: %v", ErrDescriptors, perr)
-	case c.closed:
+	case q.closed:
 		err = net.ErrClosed
-	case len(c.q)+len(fds) > c.max:
-		err = fmt.Errorf("%w: %d received and not named by a frame, limit %d", ErrDescriptors, len(c.q)+len(fds), c.max)
+	case len(q.q)+len(fds) > q.max:
+		err = fmt.Errorf("%w: %d received and not named by a frame, limit %d", ErrDescriptors, len(q.q)+len(fds), q.max)
 	}
 	if err != nil {
 		CloseAll(fds)
-		CloseAll(c.q)
-		c.q = nil
-		if c.err == nil {
-			c.err = err
+		CloseAll(q.q)
+		q.q = nil
+		if q.err == nil {
+			q.err = err
 		}
 		return err
 	}
-	c.q = append(c.q, fds...)
+	q.q = append(q.q, fds...)
 	return nil
 }
 
 // Take removes the first n queued descriptors and returns them; the caller
 // owns them. Fewer than n queued is an error: the frame naming them came
 // without them.
-func (c *Conn) Take(n int) ([]int, error) {
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	if len(c.q) < n {
-		return nil, fmt.Errorf("%w: a frame names %d, %d arrived", ErrDescriptors, n, len(c.q))
+func (q *Queue) Take(n int) ([]int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.q) < n {
+		return nil, fmt.Errorf("%w: a frame names %d, %d arrived", ErrDescriptors, n, len(q.q))
 	}
 	fds := make([]int, n)
-	copy(fds, c.q)
-	c.q = append(c.q[:0], c.q[n:]...)
+	copy(fds, q.q)
+	q.q = append(q.q[:0], q.q[n:]...)
 	return fds, nil
 }
 
 // Queued reports how many descriptors wait to be taken.
-func (c *Conn) Queued() int {
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	return len(c.q)
+func (q *Queue) Queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.q)
+}
+
+// Close closes the descriptors no frame took; later ones are refused.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	CloseAll(q.q)
+	q.q, q.closed = nil, true
+	q.mu.Unlock()
 }
 
 // WriteFiles writes b with fds attached to its first byte (one sendmsg),
@@ -258,9 +288,6 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Close closes the connection and the descriptors no frame took.
 func (c *Conn) Close() error {
-	c.qmu.Lock()
-	CloseAll(c.q)
-	c.q, c.closed = nil, true
-	c.qmu.Unlock()
+	c.Queue.Close()
 	return c.Conn.Close()
 }

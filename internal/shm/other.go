@@ -16,12 +16,24 @@ var (
 	errNoMemfd     = errors.New("warren: no memfd on this system")
 )
 
-// Conn is never made where descriptors are not passed (Wrap returns nil).
-type Conn struct{ net.Conn }
+// Conn and Queue are never made where descriptors are not passed (Wrap
+// returns nil).
+type Conn struct {
+	net.Conn
+	Queue *Queue
+}
+
+type Queue struct{}
+
+func NewQueue(perRead, max int) *Queue           { return nil }
+func OOBSize(perRead int) int                    { return 0 }
+func (q *Queue) Add(oob []byte, flags int) error { return ErrDescriptors }
+func (q *Queue) Err() error                      { return ErrDescriptors }
+func (q *Queue) Close()                          {}
 
 func Wrap(c net.Conn, perRead, max int) *Conn                   { return nil }
-func (c *Conn) Take(n int) ([]int, error)                       { return nil, ErrDescriptors }
-func (c *Conn) Queued() int                                     { return 0 }
+func (q *Queue) Take(n int) ([]int, error)                      { return nil, ErrDescriptors }
+func (q *Queue) Queued() int                                    { return 0 }
 func (c *Conn) WriteFiles(b []byte, fds []int) (int, error)     { return 0, ErrDescriptors }
 func NewSealed(msg []byte) (int, error)                         { return -1, errNoMemfd }
 func Map(fd int, length uint64, populate bool) ([]byte, error)  { return nil, errNoMemfd }
