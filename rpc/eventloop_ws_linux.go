@@ -144,7 +144,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 	}
 	from := max(0, a.plen-3)
 	a.plen += n
-	if bytes.Index(a.pend.B[from:a.plen], []byte("\r\n\r\n")) < 0 && a.plen < wsMaxRequest {
+	if !bytes.Contains(a.pend.B[from:a.plen], []byte("\r\n\r\n")) && a.plen < wsMaxRequest {
 		return
 	}
 	l.upgrade(rec)
