@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/wire"
@@ -27,28 +24,33 @@ func (l *evLoop) read(rec *loopConn) {
 	}
 	fd := int(rec.fd)
 	a := rec.act
+	if a != nil && a.d.dst != nil {
+		l.readDirect(rec, a)
+		return
+	}
 	var data []byte
 	fromPend := a != nil && a.plen > 0
 	var n int
 	var err error
-	if fromPend {
+	switch {
+	case fromPend:
 		l.growPend(rec, a)
-		n, err = syscall.Read(fd, a.pend.B[a.plen:])
-	} else {
+		end := len(a.pend.B)
+		if a.d.want > a.plen {
+			end = min(end, a.d.want) // just what FeedInto asked for
+		}
+		n, err = syscall.Read(fd, a.pend.B[a.plen:end])
+	case a != nil && a.d.run > 0:
+		a.d.run--
+		n, err = syscall.Read(fd, l.rbuf[:wire.HeaderSize]) // after a payload read in place
+	default:
 		n, err = syscall.Read(fd, l.rbuf)
 	}
-	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
-		return
-	case err != nil:
-		l.finalize(rec, os.NewSyscallError("read", err))
-		return
-	case n == 0:
-		if fromPend {
-			l.finalize(rec, io.ErrUnexpectedEOF)
-		} else {
-			l.finalize(rec, io.EOF)
-		}
+	eof := io.EOF
+	if fromPend {
+		eof = io.ErrUnexpectedEOF
+	}
+	if !l.readOK(rec, n, err, eof) {
 		return
 	}
 	if fromPend {
@@ -93,9 +95,16 @@ func (l *evLoop) handle(rec *loopConn, a *activeConn, data []byte, fromPend bool
 			return
 		}
 		done += k
+		a.d.want = 0
+		if rec.flags&flWS == 0 && len(data)-done >= wire.HeaderSize && l.startDirect(rec, a, data[done:]) {
+			done = len(data)
+		}
 	}
 	l.keep(a, data, done, fromPend)
 	l.updatePause(rec)
+	if a.d.dst != nil && rec.act == a {
+		l.readDirect(rec, a) // the payload is likely there already
+	}
 }
 
 // need returns how many bytes the frame (or preface) starting b needs.

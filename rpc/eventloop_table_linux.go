@@ -48,6 +48,7 @@ type activeConn struct {
 	code    status.Code
 	idx     int     // in evLoop.active
 	ws      *wsConn // WebSocket connections: the frame decoder
+	d       directState
 }
 
 // connTable maps file descriptors to records. Pages are allocated as

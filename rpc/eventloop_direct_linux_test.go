@@ -1,0 +1,110 @@
+//go:build linux
+
+package rpc
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/wire"
+)
+
+// TestEventLoopLargeInPlace: large requests, whose payloads the loop reads
+// in place, arrive intact however their bytes are split: a frame header
+// alone, a chunked message's length prefix cut in two, payloads in odd
+// pieces, several calls back to back; a small call still works after.
+func TestEventLoopLargeInPlace(t *testing.T) {
+	srv := loopServer(nil)
+	e := startLoop(t, srv)
+	rs := e.handshake(t)
+	big := func(n int, seed byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = seed + byte(i*7)
+		}
+		return b
+	}
+	reqs := [][]byte{big(40<<10, 1), big(300<<10, 2), big(20<<10, 3), big(900<<10, 4)} // within the windows: the raw peer grants no credit
+	var all []byte
+	for i, req := range reqs {
+		all = append(all, callFrames(uint32(2*i+1), "Bad.Echo", codec.IDRaw, req)...)
+	}
+	// Split points: every frame header and length prefix is cut somewhere.
+	for off, step := 0, 1; off < len(all); step = step*3%40000 + 5 {
+		end := min(len(all), off+step)
+		rs.write(all[off:end])
+		off = end
+		if step%4 == 0 {
+			time.Sleep(time.Millisecond) // let the loop see a partial read
+		}
+	}
+	got := awaitAll(t, rs, len(reqs))
+	for i, req := range reqs {
+		r := got[uint32(2*i+1)]
+		if r.trailer.Code != 0 || !bytes.Equal(r.msg, req) {
+			t.Fatalf("call %d (%d bytes): status %d %q, reply of %d bytes", i, len(req), r.trailer.Code, r.trailer.Message, len(r.msg))
+		}
+	}
+	rs.call(101, []byte("small after"))
+	rs.conn.Close()
+	waitConns(t, srv, 0)
+	waitCalls(t, srv, 0)
+}
+
+// TestEventLoopLargeInPlaceCut: a connection that ends in the middle of a
+// payload being read in place ends cleanly: no call left, no connection.
+func TestEventLoopLargeInPlaceCut(t *testing.T) {
+	srv := loopServer(nil)
+	e := startLoop(t, srv)
+	for _, cut := range []int{wire.HeaderSize + 2, wire.HeaderSize + 100, 200 << 10} {
+		rs := e.handshake(t)
+		b := callFrames(1, "Bad.Echo", codec.IDRaw, make([]byte, 256<<10))
+		hdr := len(frame(1, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Bad.Echo", codec.IDRaw, 0, nil)))
+		rs.write(b[:hdr+cut])
+		time.Sleep(5 * time.Millisecond)
+		rs.conn.Close()
+		waitConns(t, srv, 0)
+		waitCalls(t, srv, 0)
+	}
+}
+
+// awaitAll reads the replies of n calls, which may come interleaved.
+func awaitAll(t *testing.T, rs *rawSession, n int) map[uint32]rawReply {
+	t.Helper()
+	rs.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer rs.conn.SetReadDeadline(time.Time{})
+	out := map[uint32]rawReply{}
+	asm := map[uint32]*wire.Assembler{}
+	for ended := 0; ended < n; {
+		h, p, err := rs.r.Next()
+		if err != nil {
+			t.Fatalf("%d of %d replies: %v", ended, n, err)
+		}
+		switch h.Type {
+		case wire.TypeData:
+			if asm[h.Stream] == nil {
+				asm[h.Stream] = new(wire.Assembler)
+			}
+			msg, done, err := asm[h.Stream].Add(h, p)
+			if err != nil {
+				t.Fatalf("stream %d: %v", h.Stream, err)
+			}
+			if done {
+				out[h.Stream] = rawReply{msg: bytes.Clone(msg)}
+			}
+		case wire.TypeTrailers:
+			tr, err := wire.ParseTrailer(p)
+			if err != nil {
+				t.Fatalf("stream %d trailers: %v", h.Stream, err)
+			}
+			tr.Message = bytes.Clone(tr.Message)
+			r := out[h.Stream]
+			r.trailer = tr
+			out[h.Stream] = r
+			ended++
+		}
+	}
+	return out
+}
