@@ -53,6 +53,21 @@ func TestEventLoopLargeInPlace(t *testing.T) {
 	waitCalls(t, srv, 0)
 }
 
+// TestEventLoopLargeReplyUnread: a large reply written from the handler's
+// memory to a peer that does not read it waits for the socket; when the
+// peer goes, the call ends and nothing is left behind.
+func TestEventLoopLargeReplyUnread(t *testing.T) {
+	srv := loopServer(nil)
+	e := startLoop(t, srv)
+	rs := e.handshake(t)
+	rs.write(callFrames(1, "Bad.Echo", codec.IDRaw, make([]byte, 900<<10)))
+	time.Sleep(50 * time.Millisecond)
+	waitCalls(t, srv, 1) // 900 KiB do not fit the socket's buffer
+	rs.conn.Close()
+	waitConns(t, srv, 0)
+	waitCalls(t, srv, 0)
+}
+
 // TestEventLoopLargeInPlaceCut: a connection that ends in the middle of a
 // payload being read in place ends cleanly: no call left, no connection.
 func TestEventLoopLargeInPlaceCut(t *testing.T) {

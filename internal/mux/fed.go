@@ -60,6 +60,8 @@ type fedWriter struct {
 	pend    []byte    // bytes taken out of buf and not yet all written
 	pendH   *pool.Buf // the pooled buffer behind pend
 	waitOut bool      // a write would have blocked: Writable continues it
+	ext     []byte    // a caller's payload to write after pend (writeFedDirect)
+	extOut  bool      // pend is a caller's payload (ext), not pooled memory
 }
 
 // NewFed starts a fed server session on conn, whose client preface (with
@@ -184,7 +186,7 @@ func (s *Session) Writable() {
 func (s *Session) WriteBacklog() int {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	return len(s.w.buf) + len(s.w.fw.pend)
+	return len(s.w.buf) + len(s.w.fw.pend) + len(s.w.fw.ext)
 }
 
 // Hibernate ends a fed session that has nothing in flight, without closing
@@ -276,6 +278,10 @@ func (w *writer) releasePend() {
 		w.fw.pendH = nil
 	}
 	w.fw.pend = nil
+	if w.fw.extOut {
+		w.fw.extOut = false
+		w.cond.Broadcast() // the caller of writeFedDirect may go
+	}
 }
 
 // flushFedLocked is flushLocked for a fed writer: it writes without blocking
@@ -295,6 +301,10 @@ func (w *writer) flushFedLocked() error {
 	for w.err == nil {
 		if len(w.fw.pend) == 0 {
 			w.releasePend()
+			if w.fw.ext != nil {
+				w.fw.pend, w.fw.ext, w.fw.extOut = w.fw.ext, nil, true
+				continue
+			}
 			if len(w.buf) == 0 || w.corked && len(w.buf) < highWater {
 				break
 			}

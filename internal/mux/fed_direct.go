@@ -56,3 +56,58 @@ func (s *Session) FeedFrame(h wire.Header, dst []byte) error {
 	}
 	return nil
 }
+
+// Large payloads written in place on a fed session: a goroutine other than
+// the event loop's writes a large DATA payload from its own memory, as
+// writeDirect does in goroutine mode, instead of copying it into the
+// writer's buffer. The payload is queued after the buffered frames
+// (fedWriter.ext); if the socket does not take it all, the rest waits for
+// the loop's Writable, which writes it from the caller's memory while the
+// caller waits.
+
+// writeFedDirect is writeDirect for a fed writer. It reports false, having
+// done nothing, when the writer is held (the event loop is feeding the
+// session or running its calls inline, maybe this very one): the loop must
+// never wait, so the payload is then copied (appendFed).
+func (w *writer) writeFedDirect(st *Stream, hdr, payload, tail []byte) (bool, error) {
+	w.mu.Lock()
+	if w.corked {
+		w.mu.Unlock()
+		return false, nil
+	}
+	if err := w.claimLocked(st); err != nil {
+		return true, err
+	}
+	if tail != nil {
+		st.s.removeEnding(st)
+	}
+	// Nothing is being written (the claim): the buffered frames and hdr go
+	// first, then the payload, then tail and what others append meanwhile.
+	w.takeBuf()
+	b := w.fedRoom(w.buf, len(hdr))
+	w.fw.pend, w.fw.pendH = append(b, hdr...), w.fw.bufH
+	w.buf, w.fw.bufH = nil, nil
+	w.fw.ext = payload
+	if tail != nil {
+		w.takeBuf()
+		w.buf = append(w.fedRoom(w.buf, len(tail)), tail...)
+	}
+	w.flushing = false // for flushFedLocked, which claims it again
+	w.flushFedLocked()
+	w.mu.Lock()
+	for w.fw.ext != nil || w.fw.extOut {
+		if w.err != nil && (!w.flushing || w.fw.waitOut) {
+			// No write is under way, and none will be: forget the
+			// payload before its memory goes back to the caller.
+			if w.fw.extOut {
+				w.fw.pend, w.fw.extOut = nil, false
+			}
+			w.fw.ext = nil
+			break
+		}
+		w.cond.Wait()
+	}
+	err := w.err
+	w.mu.Unlock()
+	return true, err
+}
