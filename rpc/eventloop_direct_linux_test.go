@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -122,4 +123,43 @@ func awaitAll(t *testing.T, rs *rawSession, n int) map[uint32]rawReply {
 		}
 	}
 	return out
+}
+
+// TestEventLoopWidePreface: as in goroutine mode, a client that asks for
+// large frames and a large window gets them (up to the session's largest)
+// and one that announces the defaults gets the defaults; calls work both
+// ways.
+func TestEventLoopWidePreface(t *testing.T) {
+	srv := loopServer(nil)
+	e := startLoop(t, srv)
+	for _, c := range []struct{ ask, want wire.Settings }{
+		{wire.Settings{}, wire.Settings{}.WithDefaults()},
+		{wire.Settings{MaxFrameSize: 1 << 20, InitialWindow: 8 << 20}, wire.Settings{MaxFrameSize: 512 << 10, InitialWindow: 2 << 20}},
+		{wire.Settings{MaxFrameSize: 128 << 10}, wire.Settings{MaxFrameSize: 128 << 10}},
+	} {
+		conn := e.raw(t)
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write(wire.AppendPreface(nil, c.ask)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := wire.ReadPreface(conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.want.WithDefaults()
+		want.MaxFiles = 0
+		if got.MaxFrameSize != want.MaxFrameSize || got.InitialWindow != want.InitialWindow {
+			t.Errorf("asked %+v: got frames %d window %d, want %d %d", c.ask, got.MaxFrameSize, got.InitialWindow, want.MaxFrameSize, want.InitialWindow)
+		}
+		conn.SetDeadline(time.Time{})
+		rs := &rawSession{t: t, conn: conn, r: frameio.NewReader(conn, c.ask.WithDefaults().MaxFrameSize), peer: got}
+		req := make([]byte, 600<<10)
+		b := frame(1, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Bad.Echo", codec.IDRaw, 0, nil))
+		rs.write(wire.AppendMessage(b, 1, wire.TypeData, wire.FlagEnd, req, got.MaxFrameSize))
+		if r := rs.await(1); r.trailer.Code != 0 || !bytes.Equal(r.msg, req) {
+			t.Fatalf("asked %+v: status %d %q, reply of %d bytes", c.ask, r.trailer.Code, r.trailer.Message, len(r.msg))
+		}
+		conn.Close()
+	}
+	waitConns(t, srv, 0)
 }

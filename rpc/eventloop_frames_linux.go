@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/wire"
 )
@@ -176,13 +177,14 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 		return 0, false
 	}
 	// The socket is new and its buffer empty: a preface always fits.
+	preface := l.prefaceFor(set)
 	var k int
 	if c := rec.act.conn; c != nil && c.fr != nil {
-		k, err = c.Write(l.preface)
+		k, err = c.Write(preface)
 	} else {
-		k, err = syscall.Write(int(rec.fd), l.preface)
+		k, err = syscall.Write(int(rec.fd), preface)
 	}
-	if err != nil || k != len(l.preface) {
+	if err != nil || k != len(preface) {
 		l.finalize(rec, fmt.Errorf("warren: sending preface: %v", err))
 		return 0, false
 	}
@@ -203,6 +205,31 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// prefaceFor returns the preface that answers a client's settings: large
+// frames and window for a client that asked for them, as goroutine mode
+// answers (mux.ServerSettings), so that large messages move in as few
+// frames, reads and credit grants in both modes. The fed session makes the
+// same settings from the client's (mux.NewFed).
+func (l *evLoop) prefaceFor(peer wire.Settings) []byte {
+	set := l.answered(peer)
+	switch set {
+	case l.local:
+		return l.preface
+	case l.wide:
+		return l.widePreface
+	}
+	l.wide, l.widePreface = set, wire.AppendPreface(nil, set)
+	return l.widePreface
+}
+
+// answered returns the settings the loop answers a client's with: those of
+// its preface (prefaceFor), and of the connection's session.
+func (l *evLoop) answered(peer wire.Settings) wire.Settings {
+	set := mux.ServerSettings(l.srv.opts.Settings, peer)
+	set.MaxFiles = 0 // the loop reads with read(2): descriptors are not received
+	return set
 }
 
 func (l *evLoop) intern(set wire.Settings) *wire.Settings {

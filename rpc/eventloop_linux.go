@@ -79,6 +79,11 @@ type evLoop struct {
 	preface  []byte
 	settings map[wire.Settings]*wire.Settings // interned peer settings
 
+	// The preface answering clients that asked for large frames
+	// (prefaceFor), and its settings.
+	widePreface []byte
+	wide        wire.Settings
+
 	start, now  time.Time
 	readTimeout time.Duration // 0: none
 	idleTimeout time.Duration // 0: none

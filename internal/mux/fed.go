@@ -65,7 +65,8 @@ type fedWriter struct {
 }
 
 // NewFed starts a fed server session on conn, whose client preface (with
-// settings peer) has already been read and answered by the caller. st, if
+// settings peer) has already been read and answered by the caller, with
+// cfg.Settings (with the defaults, and MaxFiles 0). st, if
 // not nil, is the state a hibernated session returned; nil starts a new
 // connection. The session has no goroutine: the caller feeds it what it reads
 // (Feed), tells it when a blocked write may go on (Writable), and reports the
