@@ -210,8 +210,8 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 // prefaceFor returns the preface that answers a client's settings: large
 // frames and window for a client that asked for them, as goroutine mode
 // answers (mux.ServerSettings), so that large messages move in as few
-// frames, reads and credit grants in both modes. The fed session makes the
-// same settings from the client's (mux.NewFed).
+// frames, reads and credit grants in both modes. The connection's session
+// is given the same settings (activate).
 func (l *evLoop) prefaceFor(peer wire.Settings) []byte {
 	set := l.answered(peer)
 	switch set {
