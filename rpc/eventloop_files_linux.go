@@ -13,7 +13,6 @@ import (
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/internal/shm"
-	"github.com/warrenipc/warren/wire"
 )
 
 // Descriptors and shared messages on the event loop. A loop serving a
@@ -32,11 +31,10 @@ import (
 
 // loopFiles is an event loop's state for descriptors.
 type loopFiles struct {
-	per       int    // MaxFiles announced; 0: the loop takes no descriptors
-	oob       []byte // the control buffer of every read
-	msg       unix.Msghdr
-	iov       unix.Iovec
-	wsPreface []byte // the preface for WebSocket connections, which take none; nil: l.preface
+	per int    // MaxFiles announced; 0: the loop takes no descriptors
+	oob []byte // the control buffer of every read
+	msg unix.Msghdr
+	iov unix.Iovec
 }
 
 // loopMaxFiles is the MaxFiles a loop serving ls announces: the server's,
@@ -57,17 +55,6 @@ func (l *evLoop) initFiles() {
 		return
 	}
 	f.oob = make([]byte, shm.OOBSize(f.per))
-	ws := l.local
-	ws.MaxFiles = 0
-	f.wsPreface = wire.AppendPreface(nil, ws)
-}
-
-// prefaceFor returns the preface to send on rec's connection.
-func (l *evLoop) prefaceFor(rec *loopConn) []byte {
-	if rec.flags&flWS != 0 && l.files.wsPreface != nil {
-		return l.files.wsPreface
-	}
-	return l.preface
 }
 
 // filesConfig gives a session of rec the connection's descriptor queue

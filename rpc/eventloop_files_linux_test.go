@@ -310,3 +310,117 @@ func TestEventLoopSharedReply(t *testing.T) {
 		checkNoLeak(t, fds, maps, 1) // the listener
 	}
 }
+
+// TestEventLoopFilesAfterLargeSends interleaves large messages, which a
+// worker writes from its own memory, with messages carrying descriptors:
+// each descriptor must still travel with the bytes of its own frame.
+func TestEventLoopFilesAfterLargeSends(t *testing.T) {
+	l, addr := listenFor(t, "unix-loop")
+	srv := NewServer(&ServerOptions{EventLoop: true, Settings: filesSettings(), CallRate: -1})
+	const n, big = 12, 300 << 10
+	dir := t.TempDir()
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte(fmt.Sprint(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	HandleServerStream(srv, "T.Mixed", func(ctx context.Context, _ *[]byte, st *Stream[[]byte, []byte]) error {
+		for i := range n {
+			large := bytes.Repeat([]byte{byte(i)}, big)
+			if err := st.Send(&large); err != nil {
+				return err
+			}
+			f, err := os.Open(filepath.Join(dir, fmt.Sprint(i)))
+			if err != nil {
+				return err
+			}
+			err = ReplyFiles(ctx, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			small := []byte{byte(i)}
+			if err := st.Send(&small); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	HandleServerStream(srv, "T.Large", func(ctx context.Context, _ *[]byte, st *Stream[[]byte, []byte]) error {
+		large := bytes.Repeat([]byte{7}, big)
+		for range 4 * n {
+			if err := st.Send(&large); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c := serveAndDial(t, srv, l, addr, &ClientOptions{Settings: filesSettings()})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := countFDs(t)
+	// Another stream's large messages go out at the same time.
+	other := make(chan error, 1)
+	go func() {
+		in := []byte{}
+		ls, err := NewStream[[]byte, []byte](ctx, c, "T.Large", WithCodec(codec.Raw))
+		if err != nil {
+			other <- err
+			return
+		}
+		defer ls.Close()
+		err = ls.Send(&in)
+		for i := 0; err == nil && i < 4*n; i++ {
+			var m []byte
+			if err = ls.RecvMsg(&m); err == nil && (len(m) != big || m[0] != 7) {
+				err = fmt.Errorf("large message %d: %d bytes of %d", i, len(m), m[0])
+			}
+		}
+		other <- err
+	}()
+	var got []*os.File
+	in := []byte{}
+	cs, err := NewStream[[]byte, []byte](ctx, c, "T.Mixed", WithCodec(codec.Raw), ReceiveFiles(&got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Send(&in); err != nil {
+		t.Fatal(err)
+	}
+	cs.CloseSend()
+	for i := range 2 * n {
+		var m []byte
+		if err := cs.RecvMsg(&m); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		want := big
+		if i%2 == 1 {
+			want = 1
+		}
+		if len(m) != want || m[0] != byte(i/2) {
+			t.Fatalf("message %d: %d bytes of %d", i, len(m), m[0])
+		}
+	}
+	var m []byte
+	if err := cs.RecvMsg(&m); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	cs.Close()
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d files, want %d", len(got), n)
+	}
+	for i, f := range got {
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || string(b) != fmt.Sprint(i) {
+			t.Fatalf("file %d: %q %v", i, b, err)
+		}
+	}
+	checkNoLeak(t, before, 0, 0)
+}

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/wire"
 )
@@ -26,28 +24,33 @@ func (l *evLoop) read(rec *loopConn) {
 		return
 	}
 	a := rec.act
+	if a != nil && a.d.dst != nil {
+		l.readDirect(rec, a)
+		return
+	}
 	var data []byte
 	fromPend := a != nil && a.plen > 0
 	var n int
 	var err error
-	if fromPend {
+	switch {
+	case fromPend:
 		l.growPend(rec, a)
-		n, err = l.readSock(rec, a.pend.B[a.plen:])
-	} else {
+		end := len(a.pend.B)
+		if a.d.want > a.plen {
+			end = min(end, a.d.want) // just what FeedInto asked for
+		}
+		n, err = l.readSock(rec, a.pend.B[a.plen:end])
+	case a != nil && a.d.run > 0:
+		a.d.run--
+		n, err = l.readSock(rec, l.rbuf[:wire.HeaderSize]) // after a payload read in place
+	default:
 		n, err = l.readSock(rec, l.rbuf)
 	}
-	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
-		return
-	case err != nil:
-		l.finalize(rec, os.NewSyscallError("read", err))
-		return
-	case n == 0:
-		if fromPend {
-			l.finalize(rec, io.ErrUnexpectedEOF)
-		} else {
-			l.finalize(rec, io.EOF)
-		}
+	eof := io.EOF
+	if fromPend {
+		eof = io.ErrUnexpectedEOF
+	}
+	if !l.readOK(rec, n, err, eof) {
 		return
 	}
 	if fromPend {
@@ -92,9 +95,16 @@ func (l *evLoop) handle(rec *loopConn, a *activeConn, data []byte, fromPend bool
 			return
 		}
 		done += k
+		a.d.want = 0
+		if rec.flags&flWS == 0 && len(data)-done >= wire.HeaderSize && l.startDirect(rec, a, data[done:]) {
+			done = len(data)
+		}
 	}
 	l.keep(a, data, done, fromPend)
 	l.updatePause(rec)
+	if a.d.dst != nil && rec.act == a {
+		l.readDirect(rec, a) // the payload is likely there already
+	}
 }
 
 // need returns how many bytes the frame (or preface) starting b needs.
@@ -166,13 +176,14 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 		return 0, false
 	}
 	// The socket is new and its buffer empty: a preface always fits.
+	preface := l.prefaceFor(rec, set)
 	var k int
 	if c := rec.act.conn; c != nil && c.fr != nil {
-		k, err = c.Write(l.prefaceFor(rec))
+		k, err = c.Write(preface)
 	} else {
-		k, err = syscall.Write(int(rec.fd), l.preface)
+		k, err = syscall.Write(int(rec.fd), preface)
 	}
-	if err != nil || k != len(l.preface) {
+	if err != nil || k != len(preface) {
 		l.finalize(rec, fmt.Errorf("warren: sending preface: %v", err))
 		return 0, false
 	}
@@ -193,6 +204,34 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// prefaceFor returns the preface that answers a client's settings: large
+// frames and window for a client that asked for them, as goroutine mode
+// answers (mux.ServerSettings), so that large messages move in as few
+// frames, reads and credit grants in both modes. The connection's session
+// is given the same settings (activate).
+func (l *evLoop) prefaceFor(rec *loopConn, peer wire.Settings) []byte {
+	set := l.answered(rec, peer)
+	switch set {
+	case l.local:
+		return l.preface
+	case l.wide:
+		return l.widePreface
+	}
+	l.wide, l.widePreface = set, wire.AppendPreface(nil, set)
+	return l.widePreface
+}
+
+// answered returns the settings the loop answers a client's with: those of
+// its preface (prefaceFor), and of the connection's session.
+func (l *evLoop) answered(rec *loopConn, peer wire.Settings) wire.Settings {
+	set := mux.ServerSettings(l.srv.opts.Settings, peer)
+	set.MaxFiles = l.local.MaxFiles // loopMaxFiles: plain unix listeners only
+	if rec.flags&flWS != 0 {
+		set.MaxFiles = 0 // WebSocket connections take no descriptors
+	}
+	return set
 }
 
 func (l *evLoop) intern(set wire.Settings) *wire.Settings {

@@ -80,6 +80,11 @@ type evLoop struct {
 	settings map[wire.Settings]*wire.Settings // interned peer settings
 	files    loopFiles                        // descriptors (eventloop_files_linux.go)
 
+	// The preface answering clients that asked for large frames
+	// (prefaceFor), and its settings.
+	widePreface []byte
+	wide        wire.Settings
+
 	start, now  time.Time
 	readTimeout time.Duration // 0: none
 	idleTimeout time.Duration // 0: none

@@ -39,7 +39,7 @@ func (l *evLoop) activate(rec *loopConn) bool {
 	}
 	sc.ctx = peer.NewContext(s.ctx, p)
 	cfg := mux.Config{
-		Settings:         s.opts.Settings,
+		Settings:         l.answered(rec, *rec.set),
 		HandshakeTimeout: s.handshakeTimeout(),
 		NewStream:        newServerStream,
 		OnStream:         sc.onStream,

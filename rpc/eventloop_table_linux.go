@@ -50,6 +50,7 @@ type activeConn struct {
 	idx     int        // in evLoop.active
 	ws      *wsConn    // WebSocket connections: the frame decoder
 	files   *shm.Queue // descriptors received (eventloop_files_linux.go)
+	d       directState
 }
 
 // connTable maps file descriptors to records. Pages are allocated as

@@ -59,7 +59,7 @@ type wsConn struct {
 // partial reports whether a is in the middle of a frame: a warren frame or,
 // on WebSocket, a WebSocket frame.
 func (l *evLoop) partial(a *activeConn) bool {
-	if a.plen > 0 {
+	if a.plen > 0 || a.d.dst != nil {
 		return true
 	}
 	if w := a.ws; w != nil {

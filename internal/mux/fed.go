@@ -62,10 +62,13 @@ type fedWriter struct {
 	waitOut bool       // a write would have blocked: Writable continues it
 	sent    int64      // bytes written (fedfiles.go)
 	files   []fedFiles // descriptors waiting for their frame's write (fedfiles.go)
+	ext     []byte     // a caller's payload to write after pend (writeFedDirect)
+	extOut  bool       // pend is a caller's payload (ext), not pooled memory
 }
 
 // NewFed starts a fed server session on conn, whose client preface (with
-// settings peer) has already been read and answered by the caller. st, if
+// settings peer) has already been read and answered by the caller, with
+// cfg.Settings (with the defaults, and MaxFiles 0). st, if
 // not nil, is the state a hibernated session returned; nil starts a new
 // connection. The session has no goroutine: the caller feeds it what it reads
 // (Feed), tells it when a blocked write may go on (Writable), and reports the
@@ -186,7 +189,7 @@ func (s *Session) Writable() {
 func (s *Session) WriteBacklog() int {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	return len(s.w.buf) + len(s.w.fw.pend)
+	return len(s.w.buf) + len(s.w.fw.pend) + len(s.w.fw.ext)
 }
 
 // Hibernate ends a fed session that has nothing in flight, without closing
@@ -279,6 +282,10 @@ func (w *writer) releasePend() {
 		w.fw.pendH = nil
 	}
 	w.fw.pend = nil
+	if w.fw.extOut {
+		w.fw.extOut = false
+		w.cond.Broadcast() // the caller of writeFedDirect may go
+	}
 }
 
 // flushFedLocked is flushLocked for a fed writer: it writes without blocking
@@ -298,6 +305,10 @@ func (w *writer) flushFedLocked() error {
 	for w.err == nil {
 		if len(w.fw.pend) == 0 {
 			w.releasePend()
+			if w.fw.ext != nil {
+				w.fw.pend, w.fw.ext, w.fw.extOut = w.fw.ext, nil, true
+				continue
+			}
 			if len(w.buf) == 0 || w.corked && len(w.buf) < highWater {
 				break
 			}

@@ -76,7 +76,7 @@ func (w *writer) writeFedFiles(st *Stream, frame, tail []byte, fds []int) error 
 	if tail != nil {
 		st.s.removeEnding(st)
 	}
-	off := w.fw.sent + int64(len(w.fw.pend)+len(b))
+	off := w.fw.sent + int64(len(w.fw.pend)+len(w.fw.ext)+len(b)) // pend, a payload written in place (fed_direct.go), then buf
 	w.fw.files = append(w.fw.files, fedFiles{off: off, fds: dup})
 	b = w.fedRoom(b, len(frame)+len(tail))
 	return w.unlock(append(append(b, frame...), tail...))

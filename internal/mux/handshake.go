@@ -65,14 +65,7 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 		conn.Close()
 		return nil, fmt.Errorf("warren: reading client preface: %w", err)
 	}
-	if s.cfg.Settings.MaxFrameSize == 0 && peer.MaxFrameSize > s.local.MaxFrameSize {
-		// Large frames for a client that asked for them, both ways; a
-		// client that announced the default gets the default.
-		s.local.MaxFrameSize = min(peer.MaxFrameSize, largeFrameSize)
-	}
-	if s.cfg.Settings.InitialWindow == 0 && peer.InitialWindow > s.local.InitialWindow {
-		s.local.InitialWindow = min(peer.InitialWindow, largeWindow)
-	}
+	widen(&s.local, s.cfg.Settings, peer)
 	s.wrapFiles(conn)
 	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
 		conn.Close()
@@ -81,6 +74,28 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
 	return s, nil
+}
+
+// widen gives local, a server's settings made from the configured set,
+// large frames and window for a client (peer) that asked for them, both
+// ways, where set leaves them unset; a client that announced the defaults
+// gets the defaults.
+func widen(local *wire.Settings, set, peer wire.Settings) {
+	if set.MaxFrameSize == 0 && peer.MaxFrameSize > local.MaxFrameSize {
+		local.MaxFrameSize = min(peer.MaxFrameSize, largeFrameSize)
+	}
+	if set.InitialWindow == 0 && peer.InitialWindow > local.InitialWindow {
+		local.InitialWindow = min(peer.InitialWindow, largeWindow)
+	}
+}
+
+// ServerSettings returns the settings a server configured with set
+// announces to a client that announced peer (as Server does): set with
+// the defaults, widened for a client that asked for large frames.
+func ServerSettings(set, peer wire.Settings) wire.Settings {
+	local := set.WithDefaults()
+	widen(&local, set, peer)
+	return local
 }
 
 // readsResume reports whether a read on conn that a past read deadline

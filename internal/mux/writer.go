@@ -219,7 +219,11 @@ type buffersWriter interface {
 // see it end, yet a CANCEL still reaches it while it waits.
 func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	if w.fed != nil {
-		// Fed writes never block: copy (appendFed), once there is room.
+		if ok, err := w.writeFedDirect(st, hdr, payload, tail); ok {
+			return err
+		}
+		// The loop's own writes never block: copy (appendFed), once there
+		// is room.
 		w.mu.Lock()
 		err := w.waitRoomLocked(st)
 		w.mu.Unlock()
