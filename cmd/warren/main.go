@@ -1,6 +1,6 @@
 // Command warren serves and calls warren services.
 //
-//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]
+//	warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop]
 //	warren serve --addr tls://HOST:PORT --cert F --key F [--client-ca F [--allow-san NAME]... [--allow-cn NAME]...]
 //	warren call [--token T] [--ca F] [--cert F --key F] [--server-name NAME] ADDR METHOD [JSON]
 //	warren list [--token T] [--json] ADDR

@@ -351,8 +351,25 @@ func wantFail(t *testing.T, what string, r result, code int, parts ...string) {
 	}
 }
 
+// TestServeCall runs the same checks on both engines.
 func TestServeCall(t *testing.T) {
-	s := serveTemp(t)
+	for _, engine := range []struct{ name, flag string }{{"goroutines", ""}, {"event-loop", "--event-loop"}} {
+		t.Run(engine.name, func(t *testing.T) {
+			var args []string
+			if engine.flag != "" {
+				args = append(args, engine.flag)
+			}
+			s := serveTemp(t, args...)
+			s.waitStderr("stop with Ctrl-C")
+			if got := strings.Contains(s.stderr.String(), "event loop"); got != (engine.flag != "") {
+				t.Fatalf("serve %v: stderr mentions the event loop: %v\n%s", args, got, s.stderr)
+			}
+			testServeCall(t, s)
+		})
+	}
+}
+
+func testServeCall(t *testing.T, s *server) {
 	wantOut(t, "Set", call(t, s.addr, "Counter.Set", `{"name":"a","value":"5"}`), `{"name":"a","value":"5"}`)
 	wantOut(t, "Get", call(t, s.addr, "Counter.Get", `{"name":"a"}`), `{"name":"a","value":"5"}`)
 	wantOut(t, "Inc", call(t, s.addr, "Counter.Inc", `{"name":"a"}`), `{"name":"a","value":"6"}`)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -57,7 +58,12 @@ writes development certificates.
 
 SIGINT or SIGTERM shuts down gracefully: calls in flight finish, watches end
 with "unavailable: server is shutting down", the socket file is removed and
-serve exits 0. A second signal stops at once.`,
+serve exits 0. A second signal stops at once.
+
+--event-loop serves unix, tcp and ws connections from an epoll event loop
+(Linux; rpc.ServerOptions.EventLoop): an idle connection holds no goroutine.
+Calls, limits and policies are the same as without it. tls and wss
+addresses, and other platforms, are served a goroutine per connection.`,
 	examples: `  warren serve
   warren serve --addr unix:///run/counter/counter.sock --mode 0660 --allow-gid 100
   warren serve --addr tcp://127.0.0.1:7000
@@ -118,6 +124,7 @@ func cmdServe(e *env, args []string) error {
 	grace := fset.Duration("grace", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
 	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
 	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
+	eventLoop := fset.Bool("event-loop", false, "serve unix, tcp and ws connections from an epoll event loop (Linux)")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
@@ -195,7 +202,7 @@ func cmdServe(e *env, args []string) error {
 		return listenError(a, err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop})
 	store := counter.New()
 	store.Register(srv)
 
@@ -229,6 +236,13 @@ func cmdServe(e *env, args []string) error {
 		// The page is served by the HTTP bridge; a ws:// or wss://
 		// listener serves only its WebSocket path.
 		fmt.Fprintf(e.stdout, "open %s\n", pageURL(a, l.Addr(), auth))
+	}
+	if *eventLoop {
+		if runtime.GOOS == "linux" && a.Scheme != transport.SchemeTLS && a.Scheme != transport.SchemeWSS {
+			fmt.Fprintln(e.stderr, "warren serve: connections are served from an event loop")
+		} else {
+			fmt.Fprintf(e.stderr, "warren serve: --event-loop: %s on %s is served a goroutine per connection\n", a.Scheme, runtime.GOOS)
+		}
 	}
 	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")
 
