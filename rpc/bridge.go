@@ -172,7 +172,8 @@ func (g guardCtx) Value(key any) any {
 }
 
 // noBridge answers, in its own protocol, a request that only the bridge
-// serves on a server without one.
+// serves (gRPC, gRPC-Web, Connect streaming, Connect GET) on a server
+// without one.
 func noBridge(w http.ResponseWriter, r *http.Request) {
 	const turnOn = "turn it on with rpc.ServerOptions{Bridge: grpcbridge.New()}"
 	ct := r.Header.Get("Content-Type")
@@ -199,13 +200,10 @@ func noBridge(w http.ResponseWriter, r *http.Request) {
 		w.Write(append(body, end...))
 		return
 	}
-	if r.Method == http.MethodGet {
-		w.Header()["Allow"] = bridgecore.HdrAllowPost
-		bridgecore.WriteUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
-			"GET %s: this server does not serve Connect GET: %s; or call it with POST", r.URL.Path, turnOn), nil, nil)
-		return
-	}
-	unsupportedType(w, ct, false)
+	// Connect GET.
+	w.Header()["Allow"] = bridgecore.HdrAllowPost
+	bridgecore.WriteUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
+		"GET %s: this server does not serve Connect GET: %s; or call it with POST", r.URL.Path, turnOn), nil, nil)
 }
 
 // unsupportedType answers 415 to a request whose Content-Type no protocol

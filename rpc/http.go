@@ -29,7 +29,7 @@ import (
 // by ServeConn; a call is admitted by serverConn.admit (method policy,
 // concurrency limits, rate limit) and runs through serverCall.invoke
 // (interceptors, panics) as a warren call does. See ARCHITECTURE.md, "HTTP
-// bridge", and PROTOCOL.md, "HTTP".
+// bridge", and PROTOCOL.md, "HTTP (Connect)".
 
 // httpIdleTimeout closes a keep-alive connection idle for this long. It is
 // longer than net/http's client default (90 s), so that a client, not the
@@ -198,6 +198,8 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
+	case !ok && !bridgecore.IsGRPC(ct):
+		unsupportedType(w, ct, b != nil)
 	case b != nil:
 		// Other protocols, and paths that name no registered method
 		// (reflection, health, unknown).
@@ -207,10 +209,8 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 		// answers.
 		_, name := h.srv.lookupPath(r.URL.Path)
 		bridgecore.WriteUnaryError(w, http.StatusNotFound, status.Errorf(status.Unimplemented, "unknown method %q", name), nil, nil)
-	case ok || bridgecore.IsGRPC(ct):
-		noBridge(w, r)
 	default:
-		unsupportedType(w, ct, false)
+		noBridge(w, r)
 	}
 }
 

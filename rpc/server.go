@@ -125,8 +125,8 @@ type ServerOptions struct {
 	// protobuf, gzip accepted), the method list (GET /) and WebSocket
 	// upgrades, with the same policies, limits and interceptors as warren
 	// calls; with Bridge set, gRPC, gRPC-Web and the rest too (see
-	// PROTOCOL.md, "HTTP"). With NoHTTP it is answered with HTTP 400 and
-	// closed.
+	// PROTOCOL.md, "HTTP (Connect)"). With NoHTTP it is answered with
+	// HTTP 400 and closed.
 	NoHTTP bool
 	// Bridge, if set, also serves on the HTTP connections gRPC, gRPC-Web,
 	// Connect streaming and Connect GET, and the gRPC server reflection and

@@ -194,7 +194,7 @@ func (c *serverCall) runStream() {
 
 // recv, send, sendHeader and endStream move a streaming call's messages:
 // over its mux stream, or over HTTP for a call that came as an HTTP request
-// (see http_stream.go).
+// (a bridgecore.Stream, from the bridge).
 
 func (c *serverCall) recv(ctx context.Context) (*pool.Buf, error) {
 	if c.hs != nil {
