@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -190,7 +191,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 			io.WriteString(w, unauthorizedPage)
 			return nil
 		}
-		writeUnaryError(w, 0, errNoToken, nil, nil)
+		bridgecore.WriteUnaryError(w, 0, errNoToken, nil, nil)
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))

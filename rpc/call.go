@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -47,7 +48,7 @@ type serverCall struct {
 	// when the client goes away or the server closes (nil for warren
 	// calls), and the stream adapter of a streaming call.
 	parent context.Context
-	hs     callStream
+	hs     bridgecore.Stream
 
 	mu         sync.Mutex // protects following
 	done       chan struct{}

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"github.com/warrenipc/warren/internal/bridgecore"
 	"net/http"
 	"slices"
 	"strconv"
@@ -46,7 +47,7 @@ func (s *Server) serveCORS(w http.ResponseWriter, r *http.Request) bool {
 	h.Add("Vary", "Origin")
 	if !o.allows(origin) {
 		if preflight {
-			writePlainError(w, http.StatusForbidden, "origin "+strconv.Quote(origin)+" is not allowed")
+			bridgecore.WritePlainError(w, http.StatusForbidden, "origin "+strconv.Quote(origin)+" is not allowed")
 			return true
 		}
 		return false

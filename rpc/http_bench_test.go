@@ -42,15 +42,6 @@ func BenchmarkHTTPUnary(b *testing.B) {
 	b.Run("json/client=raw", func(b *testing.B) {
 		runHTTPRaw(b, httpBenchPath(b), "/Bench.Inc", "application/json", jsonReq)
 	})
-	// The same call served by connect-go's handler (connect.go) instead
-	// of the hand-written path: the measurement behind keeping the latter
-	// for HTTP/1.1 unary calls.
-	b.Run("json/client=raw/server=connect-go", func(b *testing.B) {
-		runHTTPRaw(b, httpBenchPathWith(b, func(s *Server) { s.bridgeAll = true }), "/Bench.Inc", "application/json", jsonReq)
-	})
-	b.Run("json/client=net-http/server=connect-go", func(b *testing.B) {
-		runHTTPClient(b, httpBenchPathWith(b, func(s *Server) { s.bridgeAll = true }), "/Bench/Inc", "application/json", jsonReq, 1)
-	})
 	b.Run("json/client=net-http", func(b *testing.B) {
 		runHTTPClient(b, httpBenchPath(b), "/Bench/Inc", "application/json", jsonReq, 1)
 	})
@@ -81,14 +72,8 @@ type benchCount struct {
 
 // httpBenchPath serves benchServer, with Bench.Inc added, on a unix socket
 // in this process and returns its path.
-func httpBenchPath(b *testing.B) string { return httpBenchPathWith(b, nil) }
-
-// httpBenchPathWith is httpBenchPath with the server adjusted by set.
-func httpBenchPathWith(b *testing.B, set func(*Server)) string {
+func httpBenchPath(b *testing.B) string {
 	srv := benchServer()
-	if set != nil {
-		set(srv)
-	}
 	var mu sync.Mutex
 	var n int64
 	Handle(srv, "Bench.Inc", func(ctx context.Context, req *benchInc) (*benchCount, error) {

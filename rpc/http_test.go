@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
@@ -79,6 +80,16 @@ func startHTTP(t *testing.T, opts *rpc.ServerOptions, register func(*rpc.Server)
 		}
 	})
 	return e
+}
+
+// bridged returns opts (nil for defaults) with the bridge on: for the
+// tests of Connect streaming.
+func bridged(opts *rpc.ServerOptions) *rpc.ServerOptions {
+	if opts == nil {
+		opts = &rpc.ServerOptions{}
+	}
+	opts.Bridge = grpcbridge.New()
+	return opts
 }
 
 // setCounter dials the server over warren, for the rest of the test, and
@@ -258,7 +269,7 @@ func TestHTTPErrors(t *testing.T) {
 	}
 	wantError(t, e.do(t, "GET", "/Counter.Get", "", nil), http.StatusMethodNotAllowed, "unimplemented")
 	wantError(t, e.post(t, "/Counter.Get", `{"name":"a"}`, "Connect-Protocol-Version", "2"), 400, "invalid_argument")
-	// gzip is served (connect.go); a body that is not gzip is refused.
+	// gzip is served; a body that is not gzip is refused.
 	r = e.post(t, "/Counter.Get", `{"name":"a"}`, "Content-Encoding", "gzip")
 	wantError(t, r, 400, "invalid_argument")
 	r = e.post(t, "/Counter.Get", `{"name":"a"}`, "Content-Encoding", "br")
@@ -479,7 +490,7 @@ func TestHTTPPolicies(t *testing.T) {
 	t.Run("interceptors", func(t *testing.T) {
 		var seen []string
 		var mu sync.Mutex
-		e := startHTTP(t, &rpc.ServerOptions{
+		e := startHTTP(t, bridged(&rpc.ServerOptions{
 			Interceptors: []rpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *rpc.CallInfo, next rpc.UnaryHandler) (any, error) {
 				mu.Lock()
 				seen = append(seen, info.Method)
@@ -495,7 +506,7 @@ func TestHTTPPolicies(t *testing.T) {
 				mu.Unlock()
 				return status.New(status.Unauthenticated, "streams neither")
 			}},
-		}, nil)
+		}), nil)
 		wantJSON(t, e.post(t, "/Counter.Set", `{"name":"a"}`), `{"name":"a"}`)
 		wantError(t, e.post(t, "/Counter.Inc", `{"name":"a"}`), 401, "unauthenticated")
 		msgs, end := watchRaw(t, e, `{"name":"a"}`)
@@ -609,7 +620,7 @@ func watchRaw(t *testing.T, e *httpEnv, req string) ([]string, endStream) {
 // protocol: the current value, changes made meanwhile, and the end of the
 // call when the client goes away.
 func TestHTTPServerStream(t *testing.T) {
-	e := startHTTP(t, nil, nil)
+	e := startHTTP(t, bridged(nil), nil)
 	wantJSON(t, e.post(t, "/Counter.Set", `{"name":"w","value":"1"}`), `{"name":"w","value":"1"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := openWatch(t, ctx, e, envelope(0, `{"name":"w"}`))
@@ -676,7 +687,7 @@ func TestHTTPServerStream(t *testing.T) {
 // TestHTTPStreams runs client-streaming and bidirectional methods, and
 // stream metadata, over HTTP.
 func TestHTTPStreams(t *testing.T) {
-	e := startHTTP(t, nil, func(srv *rpc.Server) {
+	e := startHTTP(t, bridged(nil), func(srv *rpc.Server) {
 		rpc.HandleClientStream(srv, "Sum.Add", func(ctx context.Context, st *rpc.Stream[int, int]) (*int, error) {
 			rpc.SetTrailer(ctx, rpc.Metadata{"count": {"?"}})
 			sum := 0
@@ -969,7 +980,7 @@ func TestHTTPShutdown(t *testing.T) {
 
 // TestHTTPCloseEndsStreams: Close ends a watch in progress over HTTP.
 func TestHTTPCloseEndsStreams(t *testing.T) {
-	e := startHTTP(t, nil, nil)
+	e := startHTTP(t, bridged(nil), nil)
 	e.post(t, "/Counter.Set", `{"name":"c"}`)
 	resp := openWatch(t, context.Background(), e, envelope(0, `{"name":"c"}`)) // returns with the first message
 	defer resp.Body.Close()
@@ -1080,7 +1091,7 @@ func TestHTTPCurl(t *testing.T) {
 		}
 		t.Skip("curl is not installed")
 	}
-	e := startHTTP(t, nil, nil)
+	e := startHTTP(t, bridged(nil), nil)
 	run := func(args ...string) (string, int) {
 		t.Helper()
 		args = append([]string{"-sS", "--unix-socket", e.path, "-w", "\n%{http_code}"}, args...)
@@ -1209,7 +1220,7 @@ func serveSlowHTTP(t *testing.T, srv *rpc.Server, before, after time.Duration) s
 // reply. The call stops counting before its reply leaves, so the next
 // call, on the other connection, is never refused; unary and streaming.
 func TestHTTPLimitsNeverRefuseWithinLimit(t *testing.T) {
-	srv := rpc.NewServer(&rpc.ServerOptions{MaxCalls: 1, CallRate: -1})
+	srv := rpc.NewServer(bridged(&rpc.ServerOptions{MaxCalls: 1, CallRate: -1}))
 	rpc.Handle(srv, "T.Nop", func(ctx context.Context, req *rpc.Empty) (*rpc.Empty, error) { return req, nil })
 	rpc.HandleServerStream(srv, "T.One", func(ctx context.Context, req *rpc.Empty, st *rpc.Stream[rpc.Empty, rpc.Empty]) error {
 		return st.Send(req)

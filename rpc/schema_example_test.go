@@ -3,20 +3,22 @@ package rpc_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-
-	"connectrpc.com/connect"
+	"strings"
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
 
-// A method registered with its protobuf schema answers gRPC clients by its
-// full name, here over HTTP/2 with prior knowledge on a unix socket.
+// A method registered with its protobuf schema answers by its full name
+// too, as generated clients call it: here a Connect unary call over HTTP/2
+// with prior knowledge on a unix socket. (gRPC clients need the bridge: see
+// package grpcbridge.)
 func ExampleWithSchema() {
 	srv := rpc.NewServer(nil)
 	methods := counter.File_counter_proto.Services().ByName("Counter").Methods()
@@ -40,12 +42,13 @@ func ExampleWithSchema() {
 	}}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
-	set := connect.NewClient[counter.SetRequest, counter.Entry](&http.Client{Transport: tr},
-		"http://warren/warren.counter.v1.Counter/Set", connect.WithGRPC())
-	resp, err := set.CallUnary(context.Background(), connect.NewRequest(&counter.SetRequest{Name: "a", Value: 1 << 60}))
+	resp, err := (&http.Client{Transport: tr}).Post("http://warren/warren.counter.v1.Counter/Set",
+		"application/json", strings.NewReader(`{"name":"a","value":1}`))
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(resp.Msg.Name, resp.Msg.Value)
-	// Output: a 1152921504606846976
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Proto, resp.StatusCode, string(body))
+	// Output: HTTP/2.0 200 {"name":"a","value":"1"}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -118,12 +119,23 @@ type ServerOptions struct {
 	// origin check, which refuses pages of other sites in browsers.
 	WebSocket *transport.WebSocketOptions
 	// NoHTTP turns off the HTTP bridge. By default a connection that starts
-	// with an HTTP request (HTTP/1.1, or HTTP/2 with prior knowledge) is
-	// served over HTTP in the Connect, gRPC and gRPC-Web protocols
-	// (POST /Service/Method; see PROTOCOL.md), with the same policies, limits
-	// and interceptors as warren calls. With NoHTTP it is answered with
+	// with an HTTP request (HTTP/1.1, or HTTP/2 with prior knowledge, or
+	// negotiated with ALPN over tls) is served over HTTP: unary calls in the
+	// Connect protocol (POST /Service/Method or /Service.Method, JSON or
+	// protobuf, gzip accepted), the method list (GET /) and WebSocket
+	// upgrades, with the same policies, limits and interceptors as warren
+	// calls; with Bridge set, gRPC, gRPC-Web and the rest too (see
+	// PROTOCOL.md, "HTTP (Connect)"). With NoHTTP it is answered with
 	// HTTP 400 and closed.
 	NoHTTP bool
+	// Bridge, if set, also serves on the HTTP connections gRPC, gRPC-Web,
+	// Connect streaming and Connect GET, and the gRPC server reflection and
+	// health services: set it to grpcbridge.New(). Without it such requests
+	// are answered, in their own protocol, that the server does not serve
+	// them (gRPC: status Unimplemented). Connect unary calls are served
+	// the same way with or without it. The type is internal: only
+	// grpcbridge.New makes one.
+	Bridge bridgecore.Bridge
 	// AllowedHosts are the names the HTTP bridge accepts in the Host header
 	// of requests (and WebSocket upgrades) on TCP connections, besides IP
 	// literals, and besides "localhost", names under ".localhost" and
@@ -202,8 +214,8 @@ type Server struct {
 	httpLog     *log.Logger // net/http's own errors, to logger
 
 	bridgeOnce sync.Once
-	connect    *connectBridge // connect.go
-	bridgeAll  bool           // tests: every HTTP call through connect.go
+	bridge     bridgecore.Handler // opts.Bridge's, bound (bridge.go)
+	services   sync.Map           // name -> *handler: the bridge's own methods
 }
 
 type peerLimiter struct {

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"reflect"
 	"runtime/debug"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -19,29 +19,15 @@ import (
 )
 
 // methodKind is the shape of a method: how many messages go each way.
-type methodKind int
+type methodKind = bridgecore.Kind
 
 // The kinds of method.
 const (
-	kindUnary        methodKind = iota // one request, one reply
-	kindServerStream                   // one request, a stream of replies
-	kindClientStream                   // a stream of requests, one reply
-	kindBidiStream                     // streams both ways
+	kindUnary        = bridgecore.Unary        // one request, one reply
+	kindServerStream = bridgecore.ServerStream // one request, a stream of replies
+	kindClientStream = bridgecore.ClientStream // a stream of requests, one reply
+	kindBidiStream   = bridgecore.BidiStream   // streams both ways
 )
-
-func (k methodKind) String() string {
-	switch k {
-	case kindUnary:
-		return "unary"
-	case kindServerStream:
-		return "server_stream"
-	case kindClientStream:
-		return "client_stream"
-	case kindBidiStream:
-		return "bidi_stream"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
 
 // StreamServerInterceptor wraps a streaming call on the server. It calls
 // next to run the handler, possibly with a derived context.
@@ -208,25 +194,25 @@ func (c *serverCall) runStream() {
 
 // recv, send, sendHeader and endStream move a streaming call's messages:
 // over its mux stream, or over HTTP for a call that came as an HTTP request
-// (see http_stream.go).
+// (a bridgecore.Stream, from the bridge).
 
 func (c *serverCall) recv(ctx context.Context) (*pool.Buf, error) {
 	if c.hs != nil {
-		return c.hs.recv()
+		return c.hs.Recv()
 	}
 	return c.st.Recv(ctx)
 }
 
 func (c *serverCall) send(ctx context.Context, data []byte) error {
 	if c.hs != nil {
-		return c.hs.send(data)
+		return c.hs.Send(data)
 	}
 	return c.sendStream(ctx, data)
 }
 
 func (c *serverCall) sendHeader(md []string) error {
 	if c.hs != nil {
-		return c.hs.sendHeader(md)
+		return c.hs.SendHeader(md)
 	}
 	return c.st.SendHeader(md)
 }
@@ -235,7 +221,7 @@ func (c *serverCall) endStream(header []string, code status.Code, msg string, de
 	if c.hs != nil {
 		c.replyHTTP()
 		defer c.repliedHTTP()
-		c.hs.end(header, code, msg, details, trailer)
+		c.hs.End(header, code, msg, details, trailer)
 		return
 	}
 	c.st.Finish(c, mux.Reply{Header: header, Code: code, Message: msg, Details: details, Trailer: trailer})

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -78,6 +79,7 @@ func run(addr, cert, key string, stdin bool) error {
 		Settings: wire.Settings{MaxMessageSize: maxBig + 1<<20},
 		// The clients' suites open 1,000 concurrent calls on one connection.
 		MaxCallsPerConn: 4096,
+		Bridge:          grpcbridge.New(),
 	})
 	store := counter.New()
 	store.Register(srv)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
@@ -202,7 +203,7 @@ func cmdServe(e *env, args []string) error {
 		return listenError(a, err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
 	store := counter.New()
 	store.Register(srv)
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/warrenipc/warren/grpcbridge"
 	v1 "github.com/warrenipc/warren/interop/conformance/internal/conformancev1"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
@@ -38,7 +39,10 @@ func run() error {
 	if err := readMessage(os.Stdin, &req); err != nil {
 		return fmt.Errorf("reading the ServerCompatRequest: %w", err)
 	}
-	opts := &rpc.ServerOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
+	opts := &rpc.ServerOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Bridge: grpcbridge.New(),
+	}
 	if req.MessageReceiveLimit > 0 {
 		opts.Settings = wire.Settings{MaxMessageSize: req.MessageReceiveLimit}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
@@ -35,7 +36,7 @@ func bufPath(t *testing.T) string {
 // server reflection over a unix socket: no local schema.
 func TestBufCurl(t *testing.T) {
 	buf := bufPath(t)
-	srv := rpc.NewServer(nil)
+	srv := rpc.NewServer(&rpc.ServerOptions{Bridge: grpcbridge.New()})
 	counter.New().Register(srv)
 	path := filepath.Join(t.TempDir(), "b.sock")
 	l, err := transport.Listen("unix://"+path, nil)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -52,7 +53,7 @@ const base = "http://warren" // any host: the transport dials the socket
 
 func start(t *testing.T, register func(*rpc.Server)) *env {
 	t.Helper()
-	srv := rpc.NewServer(&rpc.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	srv := rpc.NewServer(&rpc.ServerOptions{Logger: slog.New(slog.DiscardHandler), Bridge: grpcbridge.New()})
 	counter.New().Register(srv)
 	if register != nil {
 		register(srv)
@@ -332,7 +333,7 @@ func TestProto(t *testing.T) {
 
 // TestHTTPClientHelper drives the Connect client through rpc.HTTPClient.
 func TestHTTPClientHelper(t *testing.T) {
-	srv := rpc.NewServer(nil)
+	srv := rpc.NewServer(&rpc.ServerOptions{Bridge: grpcbridge.New()})
 	counter.New().Register(srv)
 	addr := "unix://" + filepath.Join(t.TempDir(), "h.sock")
 	l, err := transport.Listen(addr, nil)

@@ -17,6 +17,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
@@ -25,7 +26,7 @@ import (
 // socket (HTTP/2 with prior knowledge): unary calls by full name, a server
 // stream, an error's code, health and server reflection.
 func TestGRPCGo(t *testing.T) {
-	srv := rpc.NewServer(nil)
+	srv := rpc.NewServer(&rpc.ServerOptions{Bridge: grpcbridge.New()})
 	counter.New().Register(srv)
 	path := filepath.Join(t.TempDir(), "g.sock")
 	l, err := transport.Listen("unix://"+path, nil)

@@ -1,4 +1,4 @@
-package rpc_test
+package grpcbridge_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package rpc
+package grpcbridge
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package rpc
+package grpcbridge_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/internal/testutil"
+	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
 
@@ -16,8 +18,8 @@ import (
 // with ALPN, and Connect over HTTP/1.1.
 func TestConnectTLS(t *testing.T) {
 	srvConf, cliConf := testutil.TLSConfigs(t)
-	srv := NewServer(nil)
-	Handle(srv, "Str.Echo", func(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	srv := rpc.NewServer(&rpc.ServerOptions{Bridge: grpcbridge.New()})
+	rpc.Handle(srv, "Str.Echo", func(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 		return req, nil
 	})
 	l, err := transport.Listen("tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf})

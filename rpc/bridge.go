@@ -1,0 +1,236 @@
+package rpc
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/status"
+)
+
+// healthService is the gRPC health service's name: it is served by the
+// bridge and listed among the services with a schema.
+const healthService = "grpc.health.v1.Health"
+
+// httpBridge returns the handler of the server's bridge, nil if none.
+func (s *Server) httpBridge() bridgecore.Handler {
+	if s.opts.Bridge == nil {
+		return nil
+	}
+	s.bridgeOnce.Do(func() { s.bridge = s.opts.Bridge.Bind((*bridgeServer)(s)) })
+	return s.bridge
+}
+
+// bridgeServer, bridgeConn and bridgeCall are a Server, a serverConn and a
+// serverCall as the bridge sees them (bridgecore).
+type (
+	bridgeServer Server
+	bridgeConn   serverConn
+	bridgeCall   serverCall
+)
+
+func (b *bridgeServer) Lookup(path string) (bridgecore.Method, string) {
+	hd, name := (*Server)(b).lookupPath(path)
+	if hd == nil {
+		return nil, name
+	}
+	return hd, name
+}
+
+func (b *bridgeServer) ServiceMethod(name string, kind bridgecore.Kind) bridgecore.Method {
+	if hd, ok := b.services.Load(name); ok {
+		return hd.(*handler)
+	}
+	hd := &handler{name: name, kind: kind}
+	hd.info.Method = name
+	v, _ := b.services.LoadOrStore(name, hd)
+	return v.(*handler)
+}
+
+func (b *bridgeServer) SchemaServices() []string {
+	names := []string{healthService}
+	for _, h := range *b.handlers.Load() {
+		if h.schema != nil {
+			names = append(names, string(h.schema.Parent().FullName()))
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func (b *bridgeServer) MaxMessage() int { return int((*Server)(b).maxMessage()) }
+func (b *bridgeServer) Closed() bool    { return isClosed(b.closed) }
+
+// The bridge's view of a handler.
+
+func (h *handler) Name() string          { return h.name }
+func (h *handler) Kind() bridgecore.Kind { return h.kind }
+func (h *handler) NoSideEffects() bool   { return h.noSideEffects }
+
+func (bc *bridgeConn) Admit(m bridgecore.Method, codecID uint8, deadline time.Time, header http.Header, parent context.Context) (bridgecore.Call, *status.Error) {
+	sc := (*serverConn)(bc)
+	hd, _ := m.(*handler)
+	if isClosed(sc.srv.closed) {
+		return nil, status.New(status.Unavailable, "server is shutting down")
+	}
+	cd, code, msg := sc.admit(hd, codecID)
+	if code != status.OK {
+		return nil, status.New(code, msg)
+	}
+	c := &serverCall{conn: sc, h: hd, codec: cd, parent: parent, deadline: deadline}
+	c.md = appendRequestMetadata(header)
+	return (*bridgeCall)(c), nil
+}
+
+func (bc *bridgeCall) RunUnary(req, dst []byte) ([]byte, []string, []string, *status.Error) {
+	c := (*serverCall)(bc)
+	c.state.Store(callStarted)
+	out, herr := c.invoke(req, dst)
+	c.mdMu.Lock()
+	header, trailer := c.header.pairs(), c.trailer.pairs()
+	c.mdMu.Unlock()
+	c.replyHTTP()
+	return out, header, trailer, status.FromError(herr)
+}
+
+func (bc *bridgeCall) RunStream(st bridgecore.Stream) {
+	c := (*serverCall)(bc)
+	c.hs = st
+	c.state.Store(callAdmitted)
+	c.runStream()
+}
+
+func (bc *bridgeCall) Replied() {
+	c := (*serverCall)(bc)
+	c.repliedHTTP()
+	c.cancel(context.Canceled)
+}
+
+func (bc *bridgeCall) Intercept(outer context.Context, req any, next func(context.Context, any) (any, error)) (out any, err error) {
+	c := (*serverCall)(bc)
+	c.state.Store(callStarted)
+	defer c.replyHTTP()
+	defer bc.recover(&err)
+	ctx := guardCtx{c, outer}
+	ics := c.conn.srv.opts.Interceptors
+	if len(ics) == 0 {
+		return next(ctx, req)
+	}
+	return chainServer(ics, &c.h.info, UnaryHandler(next))(ctx, req)
+}
+
+func (bc *bridgeCall) InterceptStream(outer context.Context, next func(context.Context) error) (err error) {
+	c := (*serverCall)(bc)
+	c.state.Store(callAdmitted)
+	if !c.begin() {
+		return status.New(status.Canceled, "the call ended before it started")
+	}
+	defer func() {
+		c.replyHTTP()
+		c.end()
+	}()
+	defer bc.recover(&err)
+	run := next
+	ics := c.conn.srv.opts.StreamInterceptors
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], run
+		run = func(ictx context.Context) error { return ic(ictx, &c.h.info, inner) }
+	}
+	return run(guardCtx{c, outer})
+}
+
+// recover turns a panic of the call (in an interceptor) into an Internal
+// error, as for any call.
+func (bc *bridgeCall) recover(err *error) {
+	if r := recover(); r != nil {
+		c := (*serverCall)(bc)
+		c.conn.srv.logPanic(c.h.name, r, debug.Stack())
+		*err = status.Errorf(status.Internal, "handler for %s panicked", c.h.name)
+	}
+}
+
+// guardCtx is the context of a call the bridge serves itself (reflection,
+// health): the call's (deadline, cancellation, metadata and peer for the
+// interceptors), with the values of the bridge's own context.
+type guardCtx struct {
+	*serverCall
+	outer context.Context
+}
+
+func (g guardCtx) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return g.serverCall
+	}
+	return g.outer.Value(key)
+}
+
+// noBridge answers, in its own protocol, a request that only the bridge
+// serves (gRPC, gRPC-Web, Connect streaming, Connect GET) on a server
+// without one.
+func noBridge(w http.ResponseWriter, r *http.Request) {
+	const turnOn = "turn it on with rpc.ServerOptions{Bridge: grpcbridge.New()}"
+	ct := r.Header.Get("Content-Type")
+	if bridgecore.IsGRPC(ct) {
+		// Trailers-only: the status in the headers.
+		mt, _, _ := strings.Cut(ct, ";")
+		h := w.Header()
+		h["Content-Type"] = []string{strings.TrimSpace(mt)}
+		h["Grpc-Status"] = []string{"12"} // unimplemented
+		h["Grpc-Message"] = []string{grpcPercentEncode("this server does not serve gRPC or gRPC-Web: " + turnOn)}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if enc, ok := bridgecore.ParseContentType(ct); ok && enc.Stream {
+		// An end-of-stream message with the error.
+		end, _ := json.Marshal(struct {
+			Error *bridgecore.ConnectError `json:"error"`
+		}{bridgecore.NewConnectError(status.New(status.Unimplemented, "this server does not serve Connect streaming: "+turnOn))})
+		body := binary.BigEndian.AppendUint32([]byte{2}, uint32(len(end)))
+		h := w.Header()
+		h["Content-Type"] = []string{strings.TrimSpace(strings.SplitN(ct, ";", 2)[0])}
+		h["Content-Length"] = bridgecore.ContentLength(len(body) + len(end))
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(body, end...))
+		return
+	}
+	// Connect GET.
+	w.Header()["Allow"] = bridgecore.HdrAllowPost
+	bridgecore.WriteUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
+		"GET %s: this server does not serve Connect GET: %s; or call it with POST", r.URL.Path, turnOn), nil, nil)
+}
+
+// unsupportedType answers 415 to a request whose Content-Type no protocol
+// served takes.
+func unsupportedType(w http.ResponseWriter, ct string, bridged bool) {
+	accept, msg := "application/json, application/proto", "use application/json or application/proto"
+	if bridged {
+		accept += ", application/connect+json, application/connect+proto, application/grpc, application/grpc-web"
+		msg += ", or application/connect+json or application/connect+proto for streaming methods"
+	} else {
+		msg += " (gRPC, gRPC-Web and Connect streaming need rpc.ServerOptions{Bridge: grpcbridge.New()})"
+	}
+	w.Header()["Accept-Post"] = []string{accept}
+	bridgecore.WritePlainError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Type %q: %s", ct, msg))
+}
+
+// grpcPercentEncode encodes a grpc-message value: bytes outside printable
+// ASCII, and '%', as %XX.
+func grpcPercentEncode(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		c := s[i]
+		if c < ' ' || c > '~' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
