@@ -133,8 +133,6 @@ func (l *evLoop) launch() {
 		case <-l.stop:
 		}
 	}()
-	l.inline.timer = time.AfterFunc(time.Hour, l.watch)
-	l.inline.timer.Stop()
 	l.now = time.Now()
 	l.lastSweep, l.lastIdle = l.now, l.now
 	s.wg.Add(1)
@@ -158,7 +156,6 @@ func (l *evLoop) own(resumed bool) {
 	if taken {
 		return
 	}
-	l.inline.timer.Stop()
 	close(l.stop)
 	l.endAdoptions()
 	l.closeAll()
