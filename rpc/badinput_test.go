@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,8 +43,15 @@ func startBad(t testing.TB, srv *Server) *badEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
 	useMode(t, srv)
+	serveTest(t, srv, l)
+	return &badEnv{path: path, addr: "unix://" + path, srv: srv}
+}
+
+// serveTest serves l with srv until the test ends, when srv is closed and
+// Serve must return ErrServerClosed.
+func serveTest(t testing.TB, srv *Server, l net.Listener) {
+	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
 		srv.Close()
@@ -58,7 +64,6 @@ func startBad(t testing.TB, srv *Server) *badEnv {
 			t.Error("Serve did not return after Close")
 		}
 	})
-	return &badEnv{path: path, addr: "unix://" + path, srv: srv}
 }
 
 // client returns a client of the server, closed when the test ends.
@@ -615,52 +620,6 @@ func TestNotWarrenPeers(t *testing.T) {
 	waitConns(t, e.srv, 1)
 }
 
-// TestMaxConns refuses a client over the connection limit with
-// ResourceExhausted, every time, and admits one once a slot is free.
-func TestMaxConns(t *testing.T) {
-	e := startBad(t, newBadServer(&ServerOptions{MaxConns: 1}))
-	first := e.client(t, nil)
-	checkServing(t, first, "first")
-	for i := range 20 {
-		c := e.client(t, nil)
-		var out []byte
-		err := c.Invoke(context.Background(), "Bad.Echo", []byte("x"), &out)
-		if status.CodeOf(err) != status.ResourceExhausted || !strings.Contains(err.Error(), "too many connections") {
-			t.Fatalf("client %d over the limit: err = %v, want ResourceExhausted", i+2, err)
-		}
-		c.Close()
-	}
-	if st := e.srv.Stats(); st.ConnsRejected == 0 || st.CallsTotal != 1 {
-		t.Fatalf("stats %+v", st)
-	}
-	checkServing(t, first, "first, after the refusals")
-	first.Close()
-	waitConns(t, e.srv, 0)
-	checkServing(t, e.client(t, nil), "a client in the freed slot")
-}
-
-// TestMaxConnsPerUID is TestMaxConns for the per-uid limit.
-func TestMaxConnsPerUID(t *testing.T) {
-	e := startBad(t, newBadServer(&ServerOptions{MaxConnsPerUID: 2}))
-	a, b := e.client(t, nil), e.client(t, nil)
-	checkServing(t, a, "a")
-	checkServing(t, b, "b")
-	for i := range 20 {
-		c := e.client(t, nil)
-		var out []byte
-		err := c.Invoke(context.Background(), "Bad.Echo", []byte("x"), &out)
-		want := fmt.Sprintf("uid %d", os.Geteuid())
-		if status.CodeOf(err) != status.ResourceExhausted || !strings.Contains(err.Error(), want) {
-			t.Fatalf("client %d over the limit: err = %v, want ResourceExhausted naming %s", i+3, err, want)
-		}
-		c.Close()
-	}
-	checkServing(t, a, "a, after the refusals")
-	b.Close()
-	waitConns(t, e.srv, 1)
-	checkServing(t, e.client(t, nil), "a client in the freed slot")
-}
-
 // TestMaxCalls bounds concurrent calls on the whole server, across
 // connections.
 func TestMaxCalls(t *testing.T) {
@@ -730,14 +689,14 @@ func TestResetBeforeAdmission(t *testing.T) {
 		srv := NewServer(&ServerOptions{CallRate: -1})
 		Handle(srv, "T.Unary", func(ctx context.Context, _ *Empty) (*Empty, error) { return &Empty{}, nil })
 		HandleBidiStream(srv, "T.Stream", func(ctx context.Context, st *Stream[Empty, Empty]) error { return nil })
-		sc := &serverConn{srv: srv, peer: &peer.Peer{Network: "unix"}, uid: -1}
+		sc := &serverConn{srv: srv, peer: &peer.Peer{Network: "unix"}}
 		c := new(serverCall)
 		c.st.Owner = c
 		c.abandon() // OnReset, before OnStream
 		sc.onStream(&c.st, &wire.CallHeader{Method: []byte(method), Codec: codec.IDJSON})
 		srv.Close() // waits for a stream's worker, which must not start the call
-		if sc.calls.Load() != 0 || srv.calls.Load() != 0 || sc.running.Load() != 0 {
-			t.Errorf("%s: calls %d on the connection, %d on the server, %d running after a reset before admission", method, sc.calls.Load(), srv.calls.Load(), sc.running.Load())
+		if sc.ac.Calls() != 0 || srv.calls.Load() != 0 || sc.ac.Running() != 0 {
+			t.Errorf("%s: calls %d on the connection, %d on the server, %d running after a reset before admission", method, sc.ac.Calls(), srv.calls.Load(), sc.ac.Running())
 		}
 	}
 }

@@ -39,20 +39,20 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 		s.refused.Add(1)
 		return nil, status.InvalidArgument, err.Error()
 	}
-	if sc.calls.Add(1) > int64(s.opts.MaxCallsPerConn) {
-		sc.calls.Add(-1)
+	if int64(sc.ac.AddCalls(1)) > int64(s.opts.MaxCallsPerConn) {
+		sc.ac.AddCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn)
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
-		sc.calls.Add(-1)
+		sc.ac.AddCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
 	}
-	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.lim.Allow() {
+	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
-		sc.calls.Add(-1)
+		sc.ac.AddCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate)
 	}
@@ -65,7 +65,7 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	s := sc.srv
 	c := st.Owner.(*serverCall)
-	sc.touch()
+	sc.ac.Touch()
 	hd := (*s.handlers.Load())[string(h.Method)]
 	cd, code, msg := sc.admit(hd, h.Codec)
 	if code != status.OK {
@@ -121,7 +121,7 @@ const inlineMax = 16 << 10
 func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
 
 func (s *Server) callDone(sc *serverConn) {
-	sc.calls.Add(-1)
+	sc.ac.AddCalls(-1)
 	s.calls.Add(-1)
 }
 

@@ -18,12 +18,6 @@ import (
 
 // evServer is a Server's event-loop state.
 type evServer struct {
-	// light counts the event-loop connections that are admitted (they count
-	// against MaxConns and MaxConnsPerUID) but have no serverConn in
-	// Server.conns: those in their handshake and those hibernating. A
-	// connection with a live session is in Server.conns instead. Protected
-	// by Server.mu.
-	light int
 	// peak is the most entries Server.conns had since it was last
 	// rebuilt: a map never gives back the room it grew to, so once most
 	// sessions have hibernated it is copied into a smaller one. Protected

@@ -4,16 +4,16 @@ package rpc
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/time/rate"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
+	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 )
@@ -53,10 +53,11 @@ func (l *evLoop) accept() {
 // GOAWAY saying why, as in the goroutine mode.
 func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	rec := l.table.get(fd)
-	*rec = loopConn{fd: int32(fd), uid: -1, gid: -1, state: stHandshake}
+	*rec = loopConn{fd: int32(fd), gid: -1, state: stHandshake}
+	rec.adm.UID = -1
 	if l.ls.unix {
 		if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			rec.uid, rec.gid, rec.pid = int32(cred.Uid), int32(cred.Gid), cred.Pid
+			rec.adm.UID, rec.gid, rec.adm.PID = int32(cred.Uid), int32(cred.Gid), cred.Pid
 			rec.flags |= flCred
 		}
 	} else {
@@ -84,37 +85,34 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 		}
 	}
 	if l.ls.ws {
-		l.wsHandshake(rec)
+		l.wsHandshake(rec, p)
 		return
 	}
 	l.open(rec, p)
 }
 
 // open applies the server's policy and connection limits to a new
-// connection (counted in nconns from now on) and registers it with the
-// poller. It reports whether the connection is still open.
+// connection (counted in nconns from now on) through the admission core,
+// and registers it with the poller. It reports whether the connection is
+// still open.
 func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	s := l.srv
 	fd := int(rec.fd)
+	if !s.adm.StartHandshake(l.peerKey(rec), p) {
+		l.table.free(fd)
+		unix.Close(fd)
+		return false
+	}
+	rec.flags |= flHS
 	l.nconns++
 	a := &activeConn{since: l.now, lastIO: l.now}
 	l.addActive(rec, a)
 	if rec.flags&flWS != 0 {
 		l.connOf(rec, p)
 	}
-	if err := peer.Authorize(s.opts.Policy, p); err != nil {
-		a.refuse, a.code = err.Error(), status.PermissionDenied
-		s.logRefusal(p, peerKey(p), a.refuse)
-	} else if a.refuse = l.admitConn(rec, p); a.refuse != "" {
-		a.code = status.ResourceExhausted
-		if a.refuse == shuttingDown {
-			a.code = status.Unavailable
-		}
-		s.logRefusal(p, peerKey(p), a.refuse)
-	}
-	if a.refuse != "" {
-		s.rejected.Add(1)
-	}
+	rec.adm.ID = int32(fd)
+	rec.adm.SetActive(admit.Busy) // awake: not shed
+	a.refuse, a.code = s.adm.Admit(&rec.adm, p, l.eng)
 	if err := l.p.Add(fd, evloop.In|evloop.RdHup); err != nil {
 		l.finalize(rec, err)
 		return false
@@ -138,7 +136,7 @@ func (l *evLoop) peerOf(rec *loopConn, sa unix.Sockaddr) *peer.Peer {
 		}
 		p.RemoteAddr = &net.UnixAddr{Name: name, Net: "unix"}
 		if rec.flags&flCred != 0 {
-			p.HasCred, p.UID, p.GID, p.PID = true, int(rec.uid), int(rec.gid), int(rec.pid)
+			p.HasCred, p.UID, p.GID, p.PID = true, int(rec.adm.UID), int(rec.gid), int(rec.adm.PID)
 		}
 		return p
 	}
@@ -154,72 +152,69 @@ func (l *evLoop) peerOf(rec *loopConn, sa unix.Sockaddr) *peer.Peer {
 	return p
 }
 
-// limiterKey is the key of rec's rate limiter, as addConn computes it.
-func (l *evLoop) limiterKey(rec *loopConn, p *peer.Peer) string {
+// peerKey returns admit.PeerKey of rec's peer.
+func (l *evLoop) peerKey(rec *loopConn) string {
 	switch {
-	case rec.uid >= 0:
-		return "uid:" + strconv.Itoa(int(rec.uid))
+	case rec.flags&flCred != 0:
+		return "uid " + strconv.Itoa(int(rec.adm.UID))
 	case !l.ls.unix:
-		return "ip:" + rec.ipAddr().String()
+		return "ip " + rec.ipAddr().String()
 	}
-	if p == nil {
-		p = l.peerOf(rec, nil)
-	}
-	return "addr:" + fmt.Sprint(p.RemoteAddr)
+	return admit.PeerKey(l.peerOf(rec, nil))
 }
 
-// admitConn is addConn for a connection of the loop: the same checks, the
-// same counters, but the connection is counted in s.ev.light instead of
-// having a serverConn in s.conns.
-func (l *evLoop) admitConn(rec *loopConn, p *peer.Peer) string {
-	s := l.srv
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	uid := int(rec.uid)
-	switch {
-	case s.closing:
-		return shuttingDown
-	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
-		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
-	case uid >= 0 && s.perUID[uid] >= s.opts.MaxConnsPerUID:
-		return fmt.Sprintf("too many connections from uid %d (limit %d)", uid, s.opts.MaxConnsPerUID)
+// endHandshake ends rec's count among its peer's connections in their
+// handshake.
+func (l *evLoop) endHandshake(rec *loopConn) {
+	if rec.flags&flHS != 0 {
+		rec.flags &^= flHS
+		l.srv.adm.EndHandshake(l.peerKey(rec))
 	}
-	if s.conns == nil {
-		s.conns = map[*serverConn]struct{}{}
-		s.perUID = map[int]int{}
-		s.limiters = map[string]*peerLimiter{}
-	}
-	s.ev.light++
-	if uid >= 0 {
-		s.perUID[uid]++
-	}
-	key := l.limiterKey(rec, p)
-	pl := s.limiters[key]
-	if pl == nil {
-		pl = &peerLimiter{lim: rate.NewLimiter(rate.Limit(s.opts.CallRate), s.opts.CallBurst)}
-		s.limiters[key] = pl
-	}
-	pl.refs++
-	rec.lim = pl
-	return ""
 }
 
-// release undoes admitConn for a connection counted in s.ev.light.
-func (l *evLoop) release(rec *loopConn) {
-	s := l.srv
-	key := l.limiterKey(rec, nil)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ev.light--
-	if uid := int(rec.uid); uid >= 0 {
-		if s.perUID[uid]--; s.perUID[uid] <= 0 {
-			delete(s.perUID, uid)
+// shedConn is the loop's admit.Engine shed: c, the admission of the
+// connection whose descriptor is id, was uncounted to make room for
+// another. The loop tells it GOAWAY and closes it (shed) in its next
+// round.
+func (l *evLoop) shedConn(c *admit.Conn, id int32) {
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	if !l.adoptOff {
+		l.sheds = append(l.sheds, shedReq{c, id})
+		l.p.Wake()
+	}
+}
+
+// shedReq is a connection to shed.
+type shedReq struct {
+	c  *admit.Conn
+	fd int32
+}
+
+// shed ends the connections shed since the last round, if they are still
+// those the admission core shed: a session is told GOAWAY and closed
+// 100 ms later (as in goroutine mode), a hibernating connection is told
+// and closed at once.
+func (l *evLoop) shed() {
+	l.amu.Lock()
+	q := l.sheds
+	l.sheds = nil
+	l.amu.Unlock()
+	for _, r := range q {
+		rec := l.table.lookup(int(r.fd))
+		if rec == nil || rec.state == stFree || &rec.adm != r.c || !l.srv.adm.WasShed(r.c) {
+			continue // ended, or its descriptor serves another connection
 		}
+		if a := rec.act; a != nil && a.sess != nil {
+			a.sess.GoAway(status.Unavailable, admit.ShedMessage)
+			if a.closeAt.IsZero() {
+				a.closeAt = l.now.Add(100 * time.Millisecond)
+			}
+			continue
+		}
+		l.goAway(rec, status.Unavailable, admit.ShedMessage)
+		l.finalize(rec, mux.ErrClosed)
 	}
-	if rec.lim.refs--; rec.lim.refs == 0 && s.limiters[key] == rec.lim {
-		delete(s.limiters, key)
-	}
-	rec.lim = nil
 }
 
 func (l *evLoop) addActive(rec *loopConn, a *activeConn) {

@@ -189,6 +189,7 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 	}
 	rec.set = l.intern(set)
 	rec.state = stOpen
+	l.endHandshake(rec)
 	rec.flags |= flFresh
 	a := rec.act
 	switch {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/watchdog"
 )
 
 // Calls on the loop. A unary call whose request is small runs on the loop
@@ -21,9 +22,10 @@ import (
 // inlineBudget since its Wait returned; the calls after that go to workers.
 //
 // A handler that blocks or runs long must not hold up the loop's other
-// connections: a watch timer ticks every watchTick while calls run inline,
-// and if it finds the same call running at two ticks in a row it takes the
-// loop over: a new goroutine becomes the loop, runs the rest of the round's
+// connections: the process's watchdog (internal/watchdog, shared with the
+// goroutine mode's readers) looks at the loop every watchdog.Period while
+// calls run inline, and if it finds the same call running at two ticks in
+// a row it takes the loop over: a new goroutine becomes the loop, runs the rest of the round's
 // calls and goes on serving, while the old one finishes its call like a
 // worker and exits. The loop's state needs no lock for this: the goroutine
 // that runs the loop changes only at a takeover, which happens-after the
@@ -32,7 +34,6 @@ import (
 
 const (
 	inlineBudget = time.Millisecond // how long calls may hold the loop per round
-	watchTick    = inlineBudget / 2 // so a blocked call holds it at most inlineBudget
 	// heldFlush is how many bytes of held replies are written at once: the
 	// fed writer's pooled buffers hold 16 KiB, and replies appended past
 	// that would grow a new one for each round.
@@ -49,8 +50,7 @@ type loopInline struct {
 	// left by one, with the low bit set while a call runs inline.
 	state       atomic.Uint64
 	runs        atomic.Uint64 // calls run inline so far
-	armed       atomic.Bool   // the watch timer is running
-	timer       *time.Timer   // runs watch
+	armed       atomic.Bool   // the watchdog watches the loop
 	watchedRuns uint64        // watch's own: runs at its previous tick
 	watchedBusy bool          // watch's own: a call ran inline at its previous tick
 }
@@ -124,16 +124,22 @@ func (l *evLoop) runInline(c *serverCall) bool {
 	in.runs.Add(1) // before the bit: see watch
 	in.state.Store(g | 1)
 	if !in.armed.Load() && in.armed.CompareAndSwap(false, true) {
-		in.timer.Reset(watchTick)
+		watchdog.Add((*watchedLoop)(l))
 	}
 	c.run()
 	return in.state.CompareAndSwap(g|1, g)
 }
 
-// watch runs on the watch timer: it takes the loop over if the call running
-// inline now is the one that ran at the previous tick, and keeps ticking
-// while calls run. (As mux's watch for goroutine mode.)
-func (l *evLoop) watch() {
+// watchedLoop is an evLoop as the watchdog sees it.
+type watchedLoop evLoop
+
+func (w *watchedLoop) Watch() bool { return (*evLoop)(w).watch() }
+
+// watch runs at each tick of the watchdog: it takes the loop over if the
+// call running inline now is the one that ran at the previous tick. It
+// reports whether the loop is still to be watched: while calls run. (As
+// mux's watch for goroutine mode.)
+func (l *evLoop) watch() bool {
 	in := &l.inline
 	busy := in.state.Load()&1 != 0
 	runs := in.runs.Load()
@@ -143,16 +149,13 @@ func (l *evLoop) watch() {
 	}
 	if runs != in.watchedRuns || busy {
 		in.watchedRuns, in.watchedBusy = runs, busy
-		in.timer.Reset(watchTick)
-		return
+		return true
 	}
 	in.watchedBusy = false
 	in.armed.Store(false)
-	// A call that began just before the store above saw the timer armed
-	// and did not arm it: look again.
-	if in.state.Load()&1 != 0 && in.armed.CompareAndSwap(false, true) {
-		in.timer.Reset(watchTick)
-	}
+	// A call that began just before the store above saw the loop watched
+	// and did not add it: look again.
+	return in.state.Load()&1 != 0 && in.armed.CompareAndSwap(false, true)
 }
 
 // takeover starts a new goroutine to run the loop if a call still runs

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/wire"
 )
@@ -63,6 +64,7 @@ const (
 	flWS                      // a WebSocket connection: warren bytes travel in binary messages
 	flWSMsg                   // WebSocket, hibernating within a fragmented message
 	flWSUp                    // WebSocket, in the opening handshake (the loop reads the request)
+	flHS                      // counted among its peer's connections in their handshake
 )
 
 // evLoop is one event loop.
@@ -106,9 +108,11 @@ type evLoop struct {
 	inline loopInline // calls run on the loop (eventloop_inline_linux.go)
 	done   chan error // the loop's result
 
-	amu      sync.Mutex // protects adopts and adoptOff
-	adopts   []adoption // WebSocket connections handed (back) to the loop
-	adoptOff bool       // the loop has ended
+	eng      *admit.Engine // sheds the loop's connections (shedConn)
+	amu      sync.Mutex    // protects adopts, sheds and adoptOff
+	adopts   []adoption    // WebSocket connections handed (back) to the loop
+	sheds    []shedReq     // connections the admission core shed
+	adoptOff bool          // the loop has ended
 }
 
 // launch starts the loop on a new goroutine; its result goes to l.done.
@@ -129,8 +133,6 @@ func (l *evLoop) launch() {
 		case <-l.stop:
 		}
 	}()
-	l.inline.timer = time.AfterFunc(time.Hour, l.watch)
-	l.inline.timer.Stop()
 	l.now = time.Now()
 	l.lastSweep, l.lastIdle = l.now, l.now
 	s.wg.Add(1)
@@ -154,7 +156,6 @@ func (l *evLoop) own(resumed bool) {
 	if taken {
 		return
 	}
-	l.inline.timer.Stop()
 	close(l.stop)
 	l.endAdoptions()
 	l.closeAll()
@@ -191,6 +192,7 @@ func (l *evLoop) loop(resumed bool) (taken bool, err error) {
 		}
 		resumed = false
 		l.takeAdoptions()
+		l.shed()
 		if len(l.inline.ready) > 0 && !l.runReady() {
 			return true, nil
 		}

@@ -172,7 +172,8 @@ func TestEventLoopManyIdle(t *testing.T) {
 		t.Errorf("%d server goroutines for %d idle connections", g, n)
 	}
 	srv.mu.Lock()
-	light, awake := srv.ev.light, len(srv.conns)
+	awake := len(srv.conns)
+	light := srv.adm.Conns() - awake
 	srv.mu.Unlock()
 	if light != n || awake != 0 {
 		t.Errorf("%d hibernating, %d awake; want %d, 0", light, awake, n)
@@ -222,7 +223,7 @@ func TestEventLoopSlowReader(t *testing.T) {
 	waitLoop(t, "a write backlog", func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
-		for sc := range srv.conns {
+		for _, sc := range srv.conns {
 			if sc.sess != nil && sc.sess.WriteBacklog() > 0 {
 				return true
 			}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/wsframe"
 	"github.com/warrenipc/warren/transport"
@@ -118,6 +119,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		lost:        make(chan struct{}),
 		done:        make(chan error, 1),
 	}
+	lp.eng = admit.NewEngine(lp.shedConn)
 	lp.initFiles()
 	s.ev.loops.Add(1)
 	loopsStarted.Add(1)

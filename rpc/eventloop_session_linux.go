@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/peer"
@@ -33,10 +34,8 @@ func (l *evLoop) activate(rec *loopConn) bool {
 	}
 	p := l.peerOf(rec, nil)
 	c := l.connOf(rec, p)
-	sc := &serverConn{srv: s, conn: c, peer: p, uid: -1}
-	if p.HasCred {
-		sc.uid = p.UID
-	}
+	sc := &serverConn{srv: s, conn: c, peer: p, adm: &rec.adm}
+	sc.ac.Touch()
 	sc.ctx = peer.NewContext(s.ctx, p)
 	cfg := mux.Config{
 		Settings:         l.answered(rec, *rec.set),
@@ -67,11 +66,14 @@ func (l *evLoop) activate(rec *loopConn) bool {
 	if a.refuse != "" {
 		return true // not admitted: not in s.conns
 	}
-	sc.lim, sc.key = rec.lim, l.limiterKey(rec, p)
+	sc.lim = rec.adm.Limiter()
+	rec.adm.SetActive(admit.Busy) // awake: not shed
 	s.mu.Lock()
 	closing := s.closing
-	s.conns[sc] = struct{}{}
-	s.ev.light--
+	if s.conns == nil {
+		s.conns = map[*admit.Conn]*serverConn{}
+	}
+	s.conns[&rec.adm] = sc
 	s.ev.peak = max(s.ev.peak, len(s.conns))
 	s.mu.Unlock()
 	s.ev.wakes.Add(1)
@@ -90,7 +92,7 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		return
 	}
 	if a.sess != nil {
-		if a.sc.calls.Load() != 0 || a.sc.running.Load() != 0 {
+		if a.sc.ac.Calls() != 0 || a.sc.ac.Running() != 0 {
 			return // (calls first: a call counts in running before it leaves calls)
 		}
 		st, ok := a.sess.Hibernate()
@@ -99,15 +101,15 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		}
 		a.conn.retire()
 		rec.fed = st
+		rec.adm.SetActive(a.sc.ac.Active()) // the last call: shed after ShedIdleAfter
 		s.mu.Lock()
-		delete(s.conns, a.sc)
-		s.ev.light++
+		delete(s.conns, &rec.adm)
 		if n := len(s.conns); s.ev.peak >= 4096 && n < s.ev.peak/8 {
 			// Most sessions hibernated after a burst: give back the room
 			// the map grew to.
-			m := make(map[*serverConn]struct{}, n)
-			for sc := range s.conns {
-				m[sc] = struct{}{}
+			m := make(map[*admit.Conn]*serverConn, n)
+			for k, sc := range s.conns {
+				m[k] = sc
 			}
 			s.conns, s.ev.peak = m, n
 		}
@@ -136,7 +138,7 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
 		return false
 	}
-	return a.sess == nil || a.sc.calls.Load() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
+	return a.sess == nil || a.sc.ac.Calls() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
 }
 
 // finalize closes rec's connection: its session ends with err, its
@@ -159,16 +161,14 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 			a.pend, a.plen = nil, 0
 		}
 		l.removeActive(rec)
-		switch {
-		case a.sc != nil && a.refuse == "":
-			l.srv.removeConn(a.sc)
-			rec.lim = nil
-		case rec.lim != nil:
-			l.release(rec)
+		if a.sc != nil && a.refuse == "" {
+			l.srv.mu.Lock()
+			delete(l.srv.conns, &rec.adm)
+			l.srv.mu.Unlock()
 		}
-	} else if rec.lim != nil {
-		l.release(rec)
 	}
+	l.endHandshake(rec)
+	l.srv.adm.Release(&rec.adm)
 	l.table.free(fd) // before the descriptor can be reused
 	unix.Close(fd)
 	l.nconns--
@@ -189,9 +189,8 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 		}
 		l.removeActive(rec)
 	}
-	if rec.lim != nil {
-		l.release(rec) // ServeConn admits it again
-	}
+	l.endHandshake(rec)
+	s.adm.Release(&rec.adm) // ServeConn admits it again
 	l.table.free(fd)
 	l.nconns--
 	f := os.NewFile(uintptr(fd), "")

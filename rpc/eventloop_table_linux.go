@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/shm"
@@ -20,14 +21,16 @@ import (
 // loopConn is the record of one connection, kept for its whole life in the
 // loop's table. Only the loop goroutine touches it.
 type loopConn struct {
-	act   *activeConn    // non-nil while the connection is active
-	set   *wire.Settings // the peer's settings (interned); nil before the preface
-	lim   *peerLimiter   // non-nil once admitted under the connection limits
-	fed   mux.FedState   // the session's state while it hibernates
+	act *activeConn    // non-nil while the connection is active
+	set *wire.Settings // the peer's settings (interned); nil before the preface
+	fed mux.FedState   // the session's state while it hibernates
+	// adm is the connection's admission (uid and pid included), counted
+	// from open to finalize or handoff. Its active time is admit.Busy
+	// while the connection is active, so that only hibernating ones are
+	// shed.
+	adm   admit.Conn
 	fd    int32
-	uid   int32
 	gid   int32
-	pid   int32
 	last  uint32 // loop clock (ms) when the last byte arrived
 	port  uint16 // tcp
 	state uint8

@@ -22,8 +22,6 @@ var eventLoopSuite = []struct {
 	{"StalledPeers", TestStalledPeers},
 	{"ShutdownStalledReader", TestShutdownStalledReader},
 	{"NotWarrenPeers", TestNotWarrenPeers},
-	{"MaxConns", TestMaxConns},
-	{"MaxConnsPerUID", TestMaxConnsPerUID},
 	{"MaxCalls", TestMaxCalls},
 	{"CallWithoutRequest", TestCallWithoutRequest},
 	{"AbandonedCallReleasesSlot", TestAbandonedCallReleasesSlot},

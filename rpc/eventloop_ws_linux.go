@@ -99,12 +99,19 @@ type adoption struct {
 // on a ws:// listener: the loop reads the request (flWSUp) into the
 // record's pend buffer until its end, then answers it (upgrade), all
 // without a goroutine or a net.Conn, so that a burst of handshakes leaves
-// nothing behind. The record is in use (nconns) and bounded by the
-// handshake timeout meanwhile, but the connection is counted and checked
-// against the limits only once the handshake is done, as in goroutine mode,
-// where ServeConn counts a connection after its handshake.
-func (l *evLoop) wsHandshake(rec *loopConn) {
-	rec.flags |= flWS | flWSUp
+// nothing behind. The record is in use (nconns), counted among its peer's
+// connections in their handshake and bounded by the handshake timeout
+// meanwhile, but the connection is checked against the policy and the
+// limits only once the handshake is done, as in goroutine mode, where
+// ServeConn admits a connection after its handshake.
+func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
+	if !l.srv.adm.StartHandshake(l.peerKey(rec), p) {
+		fd := int(rec.fd)
+		l.table.free(fd)
+		unix.Close(fd)
+		return
+	}
+	rec.flags |= flWS | flWSUp | flHS
 	l.nconns++
 	l.addActive(rec, &activeConn{since: l.now, lastIO: l.now})
 	if err := l.p.Add(int(rec.fd), evloop.In|evloop.RdHup); err != nil {
@@ -138,7 +145,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 		l.finalize(rec, os.NewSyscallError("read", err))
 		return
 	case n == 0:
-		l.srv.rejected.Add(1)
+		l.srv.adm.Reject()
 		l.finalize(rec, io.ErrUnexpectedEOF)
 		return
 	}
@@ -159,12 +166,13 @@ func (l *evLoop) upgrade(rec *loopConn) {
 	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
 	data, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(l.srv.ctx, c)
 	if err != nil {
-		l.srv.rejected.Add(1)
+		l.srv.adm.Reject()
 		l.finalize(rec, err)
 		return
 	}
 	pool.Put(a.pend)
 	a.pend, a.plen = nil, 0
+	l.endHandshake(rec) // adopt counts it again
 	l.removeActive(rec)
 	l.p.Del(fd)
 	l.table.free(fd)
@@ -270,7 +278,7 @@ func (l *evLoop) endAdoptions() {
 	for _, a := range l.adopts {
 		unix.Close(a.fd)
 	}
-	l.adopts = nil
+	l.adopts, l.sheds = nil, nil
 }
 
 // adopt serves a WebSocket connection whose opening handshake is done: the
@@ -278,9 +286,10 @@ func (l *evLoop) endAdoptions() {
 func (l *evLoop) adopt(ad adoption) {
 	fd, p := ad.fd, ad.p
 	rec := l.table.get(fd)
-	*rec = loopConn{fd: int32(fd), uid: -1, gid: -1, state: stHandshake, flags: flWS}
+	*rec = loopConn{fd: int32(fd), gid: -1, state: stHandshake, flags: flWS}
+	rec.adm.UID = -1
 	if p.HasCred {
-		rec.uid, rec.gid, rec.pid = int32(p.UID), int32(p.GID), int32(p.PID)
+		rec.adm.UID, rec.gid, rec.adm.PID = int32(p.UID), int32(p.GID), int32(p.PID)
 		rec.flags |= flCred
 	}
 	if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {

@@ -480,7 +480,8 @@ func TestEventLoopWSIdle(t *testing.T) {
 			waitLoop(t, "the sessions to hibernate", func() bool { return srv.ev.hibernations.Load() >= n })
 			waitLoop(t, "the handshake goroutines to end", func() bool { return serverGoroutines() <= 2+n/100 })
 			srv.mu.Lock()
-			light, awake := srv.ev.light, len(srv.conns)
+			awake := len(srv.conns)
+			light := srv.adm.Conns() - awake
 			srv.mu.Unlock()
 			if light != n || awake != 0 {
 				t.Errorf("%d hibernating, %d awake; want %d, 0", light, awake, n)

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
@@ -48,7 +48,7 @@ type ServerOptions struct {
 	// MaxConnsPerUID but at least 16 (256 by default), negative unlimited.
 	// When either limit is reached, a connection of that user (or process)
 	// without calls for a second is shed, with a GOAWAY, before a new one
-	// is refused.
+	// is refused. Both apply in goroutine and event-loop mode alike.
 	MaxConnsPerPID int
 	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
 	// 1024, negative unlimited. A call counts from its arrival until the
@@ -88,18 +88,21 @@ type ServerOptions struct {
 	// on one connection; 0 means 1 GiB.
 	SharedThreshold int
 	MaxSharedBytes  int64
-	// EventLoop serves the connections of unix and tcp listeners from an
-	// epoll event loop (Linux): an idle connection then holds no goroutine
-	// and no buffer, only a record of about 100 bytes. Small unary calls
-	// run on the loop itself (unless NoInline), and a call that runs longer
-	// than about a millisecond hands the loop to a new goroutine; others run
-	// on worker goroutines. The API is unchanged. On
-	// other platforms, and for listeners the loop cannot serve (tls,
-	// WebSocket, listener types other than *transport.Listener,
-	// *net.UnixListener and *net.TCPListener), Serve falls back to a
-	// goroutine per connection. On unix listeners it takes and sends
-	// descriptors and shared messages (Settings.MaxFiles) as the goroutine
-	// mode does. See ARCHITECTURE.md, "Event loop".
+	// EventLoop serves the connections of unix, tcp and ws listeners (and
+	// WebSocket upgrades through the HTTP bridge) from an epoll event loop
+	// (Linux): an idle connection then holds no goroutine and no buffer,
+	// only a record of 136 bytes. Small unary calls run on the loop itself
+	// (unless NoInline), and a call that runs longer than about a
+	// millisecond hands the loop to a new goroutine; others run on worker
+	// goroutines. The API, the policy and the connection limits are those
+	// of goroutine mode (one admission core decides for both), except that
+	// a refused peer's preface is read before it is told why. On other
+	// platforms, and for listeners the loop cannot serve (tls, wss,
+	// listener types other than *transport.Listener, *net.UnixListener and
+	// *net.TCPListener), Serve falls back to a goroutine per connection.
+	// On unix listeners it takes and sends descriptors and shared messages
+	// (Settings.MaxFiles) as the goroutine mode does. See ARCHITECTURE.md,
+	// "Event loop".
 	EventLoop bool
 	// ReadTimeout (event-loop mode) bounds how long a frame may take to
 	// arrive once its first byte has: a peer that sends part of a frame and
@@ -190,23 +193,24 @@ type Server struct {
 	ctx      context.Context // parent of every connection's context
 	cancel   context.CancelFunc
 
+	// adm admits every connection, whichever engine serves it, and counts
+	// them (admission.go).
+	adm   *admit.Core
+	goEng *admit.Engine // sheds the connections served by goroutines
+
 	mu        sync.Mutex                 // protects following
 	listeners map[*net.Listener]struct{} // by pointer: a listener value need not be hashable
-	conns     map[*serverConn]struct{}
-	perUID    map[int]int
-	perPID    map[int]int
-	limiters  map[string]*peerLimiter
-	closing   bool
-	closed    chan struct{} // closed by Shutdown/Close
+	// conns are the connections with a session (or in their handshake, in
+	// goroutine mode), by their admission: what Shutdown and Close end.
+	conns   map[*admit.Conn]*serverConn
+	closing bool
+	closed  chan struct{} // closed by Shutdown/Close
 
 	calls      atomic.Int64
 	replying   atomic.Int64 // HTTP replies still being written by calls that stopped counting
 	callsTotal atomic.Uint64
 	refused    atomic.Uint64
-	rejected   atomic.Uint64
 	panics     atomic.Uint64
-	shed       atomic.Uint64
-	guard      guard          // connections not (yet) served (guard.go)
 	wg         sync.WaitGroup // every goroutine the server started
 	ev         evServer       // event-loop mode (eventloop.go)
 
@@ -216,11 +220,6 @@ type Server struct {
 	bridgeOnce sync.Once
 	bridge     bridgecore.Handler // opts.Bridge's, bound (bridge.go)
 	services   sync.Map           // name -> *handler: the bridge's own methods
-}
-
-type peerLimiter struct {
-	lim  *rate.Limiter
-	refs int
 }
 
 // NewServer returns a server with the options (nil for defaults).
@@ -249,7 +248,7 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.initGuard()
+	s.initAdmission()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
 	s.register(introspectionHandler(s))
@@ -284,13 +283,10 @@ func (s *Server) register(h *handler) {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
-	s.mu.Lock()
-	n := len(s.conns) + s.ev.light
-	s.mu.Unlock()
 	return ServerStats{
-		Conns: n, Calls: int(s.calls.Load()), CallsTotal: s.callsTotal.Load(),
-		Refused: s.refused.Load(), ConnsRejected: s.rejected.Load(), Panics: s.panics.Load(),
-		ConnsShed: s.shed.Load(),
+		Conns: s.adm.Conns(), Calls: int(s.calls.Load()), CallsTotal: s.callsTotal.Load(),
+		Refused: s.refused.Load(), ConnsRejected: s.adm.Rejected(), Panics: s.panics.Load(),
+		ConnsShed: s.adm.Shed(),
 	}
 }
 
@@ -362,28 +358,27 @@ func isTemporary(err error) bool {
 
 // serverConn is one served connection.
 type serverConn struct {
-	srv   *Server
-	conn  net.Conn
-	sess  *mux.Session    // set under srv.mu once the handshake is done
-	ctx   context.Context // carries the peer
-	peer  *peer.Peer
-	uid   int // -1 without kernel credentials
-	lim   *peerLimiter
-	key   string
-	calls atomic.Int64 // calls counted under the limits
-	// active is when the connection last started a call (unix ns), for
-	// shedding idle connections.
-	active atomic.Int64
+	// ac counts the connection's calls (AddCalls, AddRunning) and when it
+	// last started one (Touch). In goroutine mode it is also the
+	// connection's admission; an event-loop session's admission is in the
+	// loop's record of the connection, which outlives the session.
+	ac   admit.Conn
+	adm  *admit.Conn // the connection's admission: &ac, or the loop's
+	lim  *admit.Limiter
+	srv  *Server
+	conn net.Conn
+	sess *mux.Session    // set under srv.mu once the handshake is done
+	ctx  context.Context // carries the peer
+	peer *peer.Peer
 	// handshake, until the warren handshake is done or the connection
 	// has turned to HTTP, ends the count of its peer's connections in
 	// their handshake; nil once called.
 	handshake func()
-	// running counts the calls whose handler goroutine has not returned:
-	// a call stops counting in calls when its reply's end is queued, but
-	// its stream is dropped, and the credit of messages it left unread
-	// given back, only after that. The event loop hibernates a session
-	// only when both are zero.
-	running atomic.Int64
+	// ac's running counts the calls whose handler goroutine has not
+	// returned: a call stops counting in calls when its reply's end is
+	// queued, but its stream is dropped, and the credit of messages it
+	// left unread given back, only after that. The event loop hibernates a
+	// session, and a connection is shed, only when both are zero.
 }
 
 // peerOf returns the identity of conn's peer.
@@ -409,44 +404,32 @@ func peerOf(conn net.Conn) *peer.Peer {
 func (s *Server) ServeConn(conn net.Conn) {
 	conn = rawio.Wrap(conn)
 	p := peerOf(conn)
-	key := peerKey(p)
-	if !s.guard.startHandshake(key) {
-		s.rejected.Add(1)
-		s.logRefusal(p, key, "too many connections in their handshake")
+	key := admit.PeerKey(p)
+	if !s.adm.StartHandshake(key, p) {
 		conn.Close()
 		return
 	}
 	var once sync.Once
-	endHandshake := func() { once.Do(func() { s.guard.endHandshake(key) }) }
+	endHandshake := func() { once.Do(func() { s.adm.EndHandshake(key) }) }
 	defer endHandshake()
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
 		err := hs.Handshake(ctx)
 		cancel()
 		if err != nil {
-			s.rejected.Add(1)
+			s.adm.Reject()
 			conn.Close()
 			return
 		}
 		p = peerOf(conn) // with what the handshake learned
 	}
-	sc := &serverConn{srv: s, conn: conn, peer: p, uid: -1, handshake: endHandshake}
-	if p.HasCred {
-		sc.uid = p.UID
-	}
-	sc.touch()
+	sc := &serverConn{srv: s, conn: conn, peer: p, handshake: endHandshake}
+	sc.adm = &sc.ac
+	sc.ac.Touch()
 	sc.ctx = peer.NewContext(s.ctx, p)
-	var refuse string
-	if err := peer.Authorize(s.opts.Policy, p); err != nil {
-		refuse = err.Error()
-	} else {
-		refuse = s.addConn(sc)
-	}
-	if refuse != "" {
-		s.rejected.Add(1)
-		s.logRefusal(p, key, refuse)
+	if refuse, code := s.addConn(sc, key); refuse != "" {
 		endHandshake()
-		s.refuseConn(sc, conn, key, refuse)
+		s.refuseConn(conn, key, refuse, code)
 		return
 	}
 	if s.serveSession(sc, conn, "", !s.opts.NoHTTP) {
@@ -528,74 +511,34 @@ func (s *Server) handshakeTimeout() time.Duration {
 }
 
 // shuttingDown is the refusal of a connection that arrives during Shutdown.
-const shuttingDown = "server is shutting down"
+const shuttingDown = admit.ShuttingDown
 
-// addConn admits sc under the connection limits, or says why not.
-func (s *Server) addConn(sc *serverConn) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.closing:
-		return shuttingDown
-	case len(s.conns)+s.ev.light >= s.opts.MaxConns:
-		return fmt.Sprintf("too many connections (limit %d)", s.opts.MaxConns)
+// addConn admits sc (admission.go), or says why not and with which code.
+func (s *Server) addConn(sc *serverConn, key string) (string, status.Code) {
+	if why, code := s.adm.Admit(&sc.ac, sc.peer, s.goEng); why != "" {
+		return why, code
 	}
-	if why := s.connsOverLimit(sc); why != "" {
-		return why
+	s.mu.Lock()
+	if s.closing {
+		// Shutdown began after Admit: refused as Admit would refuse now.
+		s.mu.Unlock()
+		s.adm.Release(&sc.ac)
+		s.adm.Refused(sc.peer, key, shuttingDown)
+		return shuttingDown, status.Unavailable
 	}
 	if s.conns == nil {
-		s.conns = map[*serverConn]struct{}{}
-		s.perUID = map[int]int{}
-		s.limiters = map[string]*peerLimiter{}
+		s.conns = map[*admit.Conn]*serverConn{}
 	}
-	if s.perPID == nil {
-		s.perPID = map[int]int{}
-	}
-	s.conns[sc] = struct{}{}
-	if sc.uid >= 0 {
-		s.perUID[sc.uid]++
-		if sc.peer.PID > 0 {
-			s.perPID[sc.peer.PID]++
-		}
-		sc.key = "uid:" + strconv.Itoa(sc.uid)
-	} else if ta, ok := sc.peer.RemoteAddr.(*net.TCPAddr); ok {
-		sc.key = "ip:" + ta.IP.String()
-	} else {
-		sc.key = "addr:" + fmt.Sprint(sc.peer.RemoteAddr)
-	}
-	pl := s.limiters[sc.key]
-	if pl == nil {
-		pl = &peerLimiter{lim: rate.NewLimiter(rate.Limit(s.opts.CallRate), s.opts.CallBurst)}
-		s.limiters[sc.key] = pl
-	}
-	pl.refs++
-	sc.lim = pl
-	return ""
+	sc.lim = sc.ac.Limiter()
+	s.conns[&sc.ac] = sc
+	s.mu.Unlock()
+	return "", status.OK
 }
 
+// removeConn uncounts sc, which addConn admitted.
 func (s *Server) removeConn(sc *serverConn) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.removeConnLocked(sc)
-}
-
-func (s *Server) removeConnLocked(sc *serverConn) {
-	if _, ok := s.conns[sc]; !ok {
-		return
-	}
-	delete(s.conns, sc)
-	if sc.uid >= 0 {
-		if s.perUID[sc.uid]--; s.perUID[sc.uid] <= 0 {
-			delete(s.perUID, sc.uid)
-		}
-		// Event-loop connections (admitConn) are not counted per pid.
-		if n := s.perPID[sc.peer.PID]; n > 1 {
-			s.perPID[sc.peer.PID] = n - 1
-		} else if n == 1 {
-			delete(s.perPID, sc.peer.PID)
-		}
-	}
-	if sc.lim.refs--; sc.lim.refs == 0 {
-		delete(s.limiters, sc.key)
-	}
+	delete(s.conns, sc.adm)
+	s.mu.Unlock()
+	s.adm.Release(sc.adm)
 }

@@ -53,7 +53,7 @@ func (s *Server) sessions() []*mux.Session {
 // sessionsLocked returns the sessions past their handshake. s.mu is held.
 func (s *Server) sessionsLocked() []*mux.Session {
 	var out []*mux.Session
-	for sc := range s.conns {
+	for _, sc := range s.conns {
 		if sc.sess != nil {
 			out = append(out, sc.sess)
 		}
@@ -75,6 +75,7 @@ func (s *Server) beginClose() []*mux.Session {
 	defer s.mu.Unlock()
 	if !s.closing {
 		s.closing = true
+		s.adm.Drain()
 		close(s.closed)
 	}
 	for l := range s.listeners {
@@ -85,12 +86,12 @@ func (s *Server) beginClose() []*mux.Session {
 
 func (s *Server) closeAll() {
 	s.cancel()
-	s.closeGuard()
+	s.adm.Close()
 	for {
 		s.mu.Lock()
 		var sessions []*mux.Session
 		n := len(s.conns)
-		for sc := range s.conns {
+		for _, sc := range s.conns {
 			if sc.sess != nil {
 				sessions = append(sessions, sc.sess)
 			} else {

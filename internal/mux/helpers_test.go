@@ -61,7 +61,7 @@ var connKinds = []connKind{
 // ignoreWatchdog leaves the takeover watchdog's goroutine out of a test's
 // leak check: it serves the whole process and ends soon after the last
 // request run inline, which TestWatchdog and TestMain's check show.
-var ignoreWatchdog = goleak.IgnoreAnyFunction("github.com/warrenipc/warren/internal/mux.(*watcher).run")
+var ignoreWatchdog = goleak.IgnoreAnyFunction("github.com/warrenipc/warren/internal/watchdog.(*watcher).run")
 
 func forKinds(t *testing.T, fn func(t *testing.T, k connKind)) {
 	t.Helper()

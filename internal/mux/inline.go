@@ -1,15 +1,13 @@
 package mux
 
-import (
-	"time"
-)
+import "github.com/warrenipc/warren/internal/watchdog"
 
 // Running a handler inline on the reading goroutine, with a watchdog
 // that hands reading to a new goroutine if the handler blocks.
 
 // takeoverDelay is how long a request may run inline on the reader goroutine
 // before another goroutine takes over reading the connection.
-const takeoverDelay = time.Millisecond
+const takeoverDelay = watchdog.Period
 
 // RunInline runs fn(st) on the calling goroutine, which must be the
 // session's reader goroutine inside Config.OnRequest. Running a short
@@ -27,7 +25,7 @@ func (st *Stream) RunInline(fn func(*Stream)) {
 //
 // Arming a timer for every request would cost more than the goroutine
 // switches inline running saves (resetting a timer can wake the runtime's
-// network poller). Instead the process's watchdog (watchdog.go) looks at
+// network poller). Instead the process's watchdog (internal/watchdog) looks at
 // the session every takeoverDelay while it runs requests inline, and stops
 // after a quiet tick.
 func (s *Session) guarded(fn func()) (replaced bool) {
@@ -35,11 +33,16 @@ func (s *Session) guarded(fn func()) (replaced bool) {
 	s.inlineRuns.Add(1) // before the bit: see watch
 	s.readerState.Store(g | 1)
 	if !s.watchArmed.Load() && s.watchArmed.CompareAndSwap(false, true) {
-		watchdog.add(s)
+		watchdog.Add((*watchedSession)(s))
 	}
 	fn()
 	return !s.readerState.CompareAndSwap(g|1, g) // false: taken over
 }
+
+// watchedSession is a Session as the watchdog sees it.
+type watchedSession Session
+
+func (w *watchedSession) Watch() bool { return (*Session)(w).watch() }
 
 // watch runs at each tick of the watchdog: it starts a new reader
 // goroutine if the request running inline now is the one that ran at the

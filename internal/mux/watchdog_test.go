@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warrenipc/warren/internal/watchdog"
 )
 
 // TestWatchdog: the process's watchdog takes over from a run that lasts
@@ -56,15 +58,9 @@ func TestWatchdog(t *testing.T) {
 	wg.Wait()
 
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		watchdog.mu.Lock()
-		running, watched := watchdog.running, len(watchdog.sessions)
-		watchdog.mu.Unlock()
-		if !running && watched == 0 {
-			break
-		}
+	for !watchdog.Idle() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the watchdog still runs (%v) and watches %d sessions after they stopped running inline", running, watched)
+			t.Fatal("the watchdog still runs or watches sessions after they stopped running inline")
 		}
 		time.Sleep(time.Millisecond)
 	}

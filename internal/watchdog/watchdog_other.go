@@ -1,5 +1,5 @@
 //go:build !linux
 
-package mux
+package watchdog
 
 func newTickSource() tickSource { return sleepTicks{} }

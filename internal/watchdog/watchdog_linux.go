@@ -1,4 +1,4 @@
-package mux
+package watchdog
 
 import (
 	"os"
@@ -15,7 +15,7 @@ func newTickSource() tickSource {
 	if err != nil {
 		return sleepTicks{}
 	}
-	f := os.NewFile(uintptr(fd), "warren-takeover-timer")
+	f := os.NewFile(uintptr(fd), "warren-watchdog-timer")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
@@ -23,7 +23,7 @@ func newTickSource() tickSource {
 	}
 	t := &timerfdTicks{f: f, rc: rc, fd: fd}
 	t.readFn = t.readFd
-	t.spec.Value = unix.NsecToTimespec(int64(takeoverDelay))
+	t.spec.Value = unix.NsecToTimespec(int64(Period))
 	return t
 }
 
@@ -37,7 +37,7 @@ type timerfdTicks struct {
 	rc     syscall.RawConn
 	fd     int
 	readFn func(uintptr) bool // t.readFd, made once
-	spec   unix.ItimerSpec    // one expiry, takeoverDelay from when it is set
+	spec   unix.ItimerSpec    // one expiry, Period from when it is set
 	buf    [8]byte            // the count of expirations, unused
 }
 

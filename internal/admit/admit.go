@@ -1,0 +1,467 @@
+// Package admit decides the fate of a server's connections, for every
+// engine that serves them (a goroutine per connection, the event loop, the
+// HTTP bridge): the policy, the limits on open connections (in all, per
+// uid, per process), idle shedding at those limits, the caps on
+// connections in their handshake and on refused ones still open, the
+// per-peer call rate limiters, drain, and the refusal log.
+//
+// A Core counts every admitted connection once, whichever engine serves
+// it; an engine keeps no counts of its own. Each admitted connection is a
+// Conn, which the engine holds (by value, in the record it keeps for the
+// connection) from Admit to Release.
+package admit
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/warrenipc/warren/internal/refusallog"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/status"
+)
+
+// Bounds on what peers that are not (yet) served can hold. They are per
+// peer key (PeerKey): a uid for unix peers, an IP address for TCP peers.
+const (
+	// MaxHandshakesPerPeer bounds the connections of one peer that have
+	// not completed their handshake: a client that connects and says
+	// nothing holds a descriptor until the handshake timeout, and no more
+	// than this many at once.
+	MaxHandshakesPerPeer = 256
+	// maxRefusingPerPeer and maxRefusing bound the refused connections
+	// still open while their refusal is delivered (RefuseLinger); beyond
+	// them a refused connection gets the same write and is closed at once.
+	maxRefusingPerPeer = 64
+	maxRefusing        = 256
+	// RefuseLinger is how long a refused connection stays open, its write
+	// side shut, so that the client can send its preface and read the
+	// reason; nothing is read from it.
+	RefuseLinger = 500 * time.Millisecond
+	// ShedIdleAfter is how long a connection must have been without calls
+	// before it is shed to make room for a new one.
+	ShedIdleAfter = time.Second
+)
+
+// Refusal messages that clients and tests match.
+const (
+	// ShuttingDown refuses a connection that arrives during a drain.
+	ShuttingDown = "server is shutting down"
+	// ShedMessage is the GOAWAY message of a shed connection.
+	ShedMessage = "idle connection closed to make room for another of the same user"
+	// TooManyHandshakes refuses a connection past MaxHandshakesPerPeer.
+	TooManyHandshakes = "too many connections in their handshake"
+)
+
+// Busy is the activity time (Conn.SetActive) of a connection that must not
+// be shed whatever its calls: the event loop's awake connections.
+const Busy = math.MaxInt64
+
+// Limits are a Core's bounds, resolved (no zero defaults): a bound of
+// math.MaxInt is none, a CallRate of rate.Inf no rate limit.
+type Limits struct {
+	MaxConns       int
+	MaxConnsPerUID int
+	MaxConnsPerPID int
+	CallRate       float64
+	CallBurst      int
+}
+
+// Engine is what the core asks of an engine that serves connections: to
+// shed one of them, which the core has just uncounted. Shed must not block
+// or take a lock held around Admit: it is called right after Admit's
+// decision, on the admitting goroutine.
+type Engine struct {
+	shed func(c *Conn, id int32)
+}
+
+// NewEngine returns an Engine whose connections are shed by shed, given
+// the Conn and its ID: send the connection a GOAWAY (status.Unavailable,
+// ShedMessage) and close it shortly after. The Conn is uncounted already;
+// the engine may reuse its memory at once, so shed reads none of its
+// fields.
+func NewEngine(shed func(c *Conn, id int32)) *Engine { return &Engine{shed: shed} }
+
+// Conn is one connection's admission. An engine keeps it by value where it
+// keeps the connection's record (its address must not change from Admit
+// to Release), and may use its call counters for the connection's calls.
+type Conn struct {
+	lim     *Limiter
+	eng     *Engine
+	active  atomic.Int64 // last call started (unix ns), or Busy
+	calls   atomic.Int32
+	running atomic.Int32
+	// UID and PID are the peer's, from the kernel (-1 and 0 without
+	// credentials); Admit sets them.
+	UID, PID int32
+	// ID is the engine's name for the connection (the event loop's file
+	// descriptor), for its Engine's shed.
+	ID  int32
+	idx int32 // state: 0 not admitted, 1 admitted without uid, 2+i at byUID[uid][i], -1 shed
+}
+
+// Limiter returns the call rate limiter of c's peer (nil before Admit).
+func (c *Conn) Limiter() *Limiter { return c.lim }
+
+// AddCalls adds d to the calls counted on c, returning the new count.
+func (c *Conn) AddCalls(d int32) int32 { return c.calls.Add(d) }
+
+// Calls returns the calls counted on c.
+func (c *Conn) Calls() int32 { return c.calls.Load() }
+
+// AddRunning adds d to the handlers running for c.
+func (c *Conn) AddRunning(d int32) { c.running.Add(d) }
+
+// Running returns the handlers running for c.
+func (c *Conn) Running() int32 { return c.running.Load() }
+
+// Touch records that a call started on c now.
+func (c *Conn) Touch() { c.active.Store(time.Now().UnixNano()) }
+
+// SetActive records the time (unix ns) of c's last activity, or Busy.
+func (c *Conn) SetActive(t int64) { c.active.Store(t) }
+
+// Active returns what Touch or SetActive recorded last.
+func (c *Conn) Active() int64 { return c.active.Load() }
+
+// Limiter is the call rate limiter of one peer (a uid, or an IP address),
+// shared by its connections.
+type Limiter struct {
+	lim  *rate.Limiter
+	key  string
+	refs int
+}
+
+// Allow reports whether a call may start now under the peer's rate.
+func (l *Limiter) Allow() bool { return l.lim.Allow() }
+
+// Core decides and counts the admission of a server's connections. Its
+// methods are safe for concurrent use.
+type Core struct {
+	lim      Limits
+	policy   peer.Policy
+	refusals *refusallog.Log
+
+	mu          sync.Mutex // protects following
+	conns       int
+	byUID       map[int32][]*Conn
+	perPID      map[int32]int
+	limiters    map[string]*Limiter
+	draining    bool
+	handshaking map[string]int
+	refusing    map[string]int
+	lingering   map[net.Conn]struct{}
+	closed      bool
+
+	rejected atomic.Uint64
+	shed     atomic.Uint64
+}
+
+// New returns a Core with the limits lim and the server's policy (nil
+// admits every peer), logging refusals to the logger logger returns.
+func New(lim Limits, policy peer.Policy, logger func() *slog.Logger) *Core {
+	return &Core{
+		lim: lim, policy: policy,
+		refusals: refusallog.New(logger, "warren: connection refused", 0),
+		byUID:    map[int32][]*Conn{},
+		perPID:   map[int32]int{},
+		limiters: map[string]*Limiter{},
+	}
+}
+
+// PeerKey names the peer whose connections count together under the
+// handshake and refusal caps and in the refusal log.
+func PeerKey(p *peer.Peer) string {
+	switch {
+	case p.HasCred:
+		return "uid " + strconv.Itoa(p.UID)
+	case p.RemoteAddr != nil:
+		if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
+			return "ip " + ta.IP.String()
+		}
+		return "addr " + p.RemoteAddr.String()
+	}
+	return "unknown"
+}
+
+// limiterKey names the peer whose calls share a rate limiter.
+func limiterKey(p *peer.Peer) string {
+	if p.HasCred {
+		return "uid:" + strconv.Itoa(p.UID)
+	}
+	if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
+		return "ip:" + ta.IP.String()
+	}
+	return "addr:" + fmt.Sprint(p.RemoteAddr)
+}
+
+// Authorize applies the server's policy to p.
+func (k *Core) Authorize(p *peer.Peer) error { return peer.Authorize(k.policy, p) }
+
+// Admit applies the policy, the drain and the connection limits to a new
+// connection of p, served by eng, and counts it in c, shedding an idle
+// connection of the same user (or process) if that makes room. A refusal
+// is counted and logged, and returned with the status code to refuse with
+// (PermissionDenied for the policy, Unavailable during a drain,
+// ResourceExhausted for a limit); an empty reason admits. An admitted
+// connection counts until Release.
+func (k *Core) Admit(c *Conn, p *peer.Peer, eng *Engine) (string, status.Code) {
+	if err := k.Authorize(p); err != nil {
+		k.Refused(p, PeerKey(p), err.Error())
+		return err.Error(), status.PermissionDenied
+	}
+	c.UID, c.PID, c.eng = -1, 0, eng
+	if p.HasCred {
+		c.UID, c.PID = int32(p.UID), int32(p.PID)
+	}
+	victim, eng, id, why := k.add(c, p)
+	if victim != nil {
+		eng.shed(victim, id)
+	}
+	if why == "" {
+		return "", status.OK
+	}
+	k.Refused(p, PeerKey(p), why)
+	if why == ShuttingDown {
+		return why, status.Unavailable // a drain, not a limit: the client may retry elsewhere
+	}
+	return why, status.ResourceExhausted
+}
+
+// add counts c, or says why not; victim is a connection shed to make
+// room, with its engine and ID.
+func (k *Core) add(c *Conn, p *peer.Peer) (victim *Conn, eng *Engine, id int32, why string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.draining:
+		return nil, nil, 0, ShuttingDown
+	case k.conns >= k.lim.MaxConns:
+		return nil, nil, 0, fmt.Sprintf("too many connections (limit %d)", k.lim.MaxConns)
+	}
+	if c.UID >= 0 {
+		uidFull := len(k.byUID[c.UID]) >= k.lim.MaxConnsPerUID
+		pidFull := c.PID > 0 && k.perPID[c.PID] >= k.lim.MaxConnsPerPID
+		if uidFull || pidFull {
+			if victim = k.shedIdleLocked(c.UID, c.PID, pidFull); victim == nil {
+				if uidFull {
+					return nil, nil, 0, fmt.Sprintf("too many connections from uid %d (limit %d)", c.UID, k.lim.MaxConnsPerUID)
+				}
+				return nil, nil, 0, fmt.Sprintf("too many connections from pid %d of uid %d (limit %d per process)", c.PID, c.UID, k.lim.MaxConnsPerPID)
+			}
+			eng, id = victim.eng, victim.ID
+		}
+	}
+	k.conns++
+	if c.UID >= 0 {
+		list := k.byUID[c.UID]
+		c.idx = int32(2 + len(list))
+		k.byUID[c.UID] = append(list, c)
+		if c.PID > 0 {
+			k.perPID[c.PID]++
+		}
+	} else {
+		c.idx = 1
+	}
+	key := limiterKey(p)
+	l := k.limiters[key]
+	if l == nil {
+		l = &Limiter{lim: rate.NewLimiter(rate.Limit(k.lim.CallRate), k.lim.CallBurst), key: key}
+		k.limiters[key] = l
+	}
+	l.refs++
+	c.lim = l
+	return victim, eng, id, ""
+}
+
+// Release uncounts c. It does nothing if c is not counted (never admitted,
+// released, or shed).
+func (k *Core) Release(c *Conn) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c.idx > 0 {
+		k.removeLocked(c)
+		c.idx = 0
+	}
+}
+
+// removeLocked uncounts c, which is counted. k.mu is held.
+func (k *Core) removeLocked(c *Conn) {
+	k.conns--
+	if c.idx >= 2 {
+		list := k.byUID[c.UID]
+		i, last := int(c.idx-2), len(list)-1
+		list[i] = list[last]
+		list[i].idx = int32(2 + i)
+		list[last] = nil
+		if last == 0 {
+			delete(k.byUID, c.UID)
+		} else {
+			k.byUID[c.UID] = list[:last]
+		}
+		if c.PID > 0 {
+			if k.perPID[c.PID]--; k.perPID[c.PID] <= 0 {
+				delete(k.perPID, c.PID)
+			}
+		}
+	}
+	if l := c.lim; l != nil {
+		if l.refs--; l.refs == 0 {
+			delete(k.limiters, l.key)
+		}
+	}
+}
+
+// shedIdleLocked picks a connection of uid (of pid, if onlyPID) that has
+// had no call for ShedIdleAfter, in the process with the most connections
+// and then the longest idle, and uncounts it. k.mu is held.
+func (k *Core) shedIdleLocked(uid, pid int32, onlyPID bool) *Conn {
+	cutoff := time.Now().Add(-ShedIdleAfter).UnixNano()
+	var victim *Conn
+	for _, c := range k.byUID[uid] {
+		if onlyPID && c.PID != pid || c.calls.Load() != 0 || c.running.Load() != 0 || c.active.Load() > cutoff {
+			continue
+		}
+		if victim == nil || k.perPID[c.PID] > k.perPID[victim.PID] ||
+			k.perPID[c.PID] == k.perPID[victim.PID] && c.active.Load() < victim.active.Load() {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return nil
+	}
+	k.removeLocked(victim)
+	victim.idx = -1
+	k.shed.Add(1)
+	return victim
+}
+
+// WasShed reports whether c was shed (and not admitted again since).
+func (k *Core) WasShed(c *Conn) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return c.idx == -1
+}
+
+// Drain refuses every connection from now on (ShuttingDown).
+func (k *Core) Drain() {
+	k.mu.Lock()
+	k.draining = true
+	k.mu.Unlock()
+}
+
+// Conns returns the connections counted.
+func (k *Core) Conns() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.conns
+}
+
+// Rejected returns the connections refused so far.
+func (k *Core) Rejected() uint64 { return k.rejected.Load() }
+
+// Shed returns the connections shed so far.
+func (k *Core) Shed() uint64 { return k.shed.Load() }
+
+// Reject counts a connection refused without a log line (one whose
+// handshake failed, or that an engine refused before Admit).
+func (k *Core) Reject() { k.rejected.Add(1) }
+
+// Refused counts a refused connection of p and logs it, as a summary once
+// its peer (key) is refused repeatedly.
+func (k *Core) Refused(p *peer.Peer, key, reason string) {
+	k.rejected.Add(1)
+	k.refusals.Refused(key, func() []any {
+		return []any{"peer", p.String(), "reason", reason}
+	})
+}
+
+// StartHandshake counts a connection of p (whose PeerKey is key) in its
+// handshake, or refuses it (counted and logged) if its peer has
+// MaxHandshakesPerPeer already. An admitted one ends with EndHandshake.
+func (k *Core) StartHandshake(key string, p *peer.Peer) bool {
+	k.mu.Lock()
+	ok := k.handshaking[key] < MaxHandshakesPerPeer
+	if ok {
+		if k.handshaking == nil {
+			k.handshaking = map[string]int{}
+		}
+		k.handshaking[key]++
+	}
+	k.mu.Unlock()
+	if !ok {
+		k.Refused(p, key, TooManyHandshakes)
+	}
+	return ok
+}
+
+// EndHandshake ends a count of StartHandshake.
+func (k *Core) EndHandshake(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.handshaking[key]--; k.handshaking[key] <= 0 {
+		delete(k.handshaking, key)
+	}
+}
+
+// Refuse delivers a refusal without reading a byte from conn: it writes
+// msg (the server's preface and a GOAWAY with the reason) in one write
+// that does not wait for room, shuts the write side and closes conn after
+// RefuseLinger, so that a client can read the reason. Past the caps on
+// refused connections open (per peer key and in all) it closes conn right
+// after the write.
+func (k *Core) Refuse(conn net.Conn, key string, msg []byte) {
+	k.mu.Lock()
+	ok := !k.closed && k.refusing[key] < maxRefusingPerPeer && len(k.lingering) < maxRefusing
+	if ok {
+		if k.refusing == nil {
+			k.refusing = map[string]int{}
+			k.lingering = map[net.Conn]struct{}{}
+		}
+		k.refusing[key]++
+		k.lingering[conn] = struct{}{}
+	}
+	k.mu.Unlock()
+	conn.SetWriteDeadline(time.Now().Add(RefuseLinger))
+	conn.Write(msg)
+	if !ok {
+		conn.Close()
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	time.AfterFunc(RefuseLinger, func() {
+		k.mu.Lock()
+		_, open := k.lingering[conn]
+		delete(k.lingering, conn)
+		if k.refusing[key]--; k.refusing[key] <= 0 {
+			delete(k.refusing, key)
+		}
+		k.mu.Unlock()
+		if open {
+			conn.Close()
+		}
+	})
+}
+
+// Close closes the refused connections still open and flushes the refusal
+// log.
+func (k *Core) Close() {
+	k.mu.Lock()
+	k.closed = true
+	conns := k.lingering
+	k.lingering = nil
+	k.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	k.refusals.Close()
+}

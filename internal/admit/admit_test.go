@@ -1,0 +1,239 @@
+package admit_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/status"
+)
+
+func newCore(lim admit.Limits, policy peer.Policy) *admit.Core {
+	if lim.MaxConns == 0 {
+		lim.MaxConns = math.MaxInt
+	}
+	if lim.MaxConnsPerUID == 0 {
+		lim.MaxConnsPerUID = math.MaxInt
+	}
+	if lim.MaxConnsPerPID == 0 {
+		lim.MaxConnsPerPID = math.MaxInt
+	}
+	if lim.CallRate == 0 {
+		lim.CallRate, lim.CallBurst = float64(rate.Inf), 1
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	k := admit.New(lim, policy, func() *slog.Logger { return logger })
+	return k
+}
+
+func unixPeer(uid, pid int) *peer.Peer {
+	return &peer.Peer{Network: "unix", HasCred: true, UID: uid, PID: pid, RemoteAddr: &net.UnixAddr{Net: "unix"}}
+}
+
+func tcpPeer(ip string) *peer.Peer {
+	return &peer.Peer{Network: "tcp", RemoteAddr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}}
+}
+
+// shedLog is an Engine that records what it is asked to shed.
+type shedLog struct {
+	mu   sync.Mutex
+	shed []*admit.Conn
+}
+
+func (s *shedLog) engine() *admit.Engine {
+	return admit.NewEngine(func(c *admit.Conn, _ int32) {
+		s.mu.Lock()
+		s.shed = append(s.shed, c)
+		s.mu.Unlock()
+	})
+}
+
+// TestLimits: MaxConns, per uid and per pid refuse with the messages
+// clients match, and Release makes room again.
+func TestLimits(t *testing.T) {
+	k := newCore(admit.Limits{MaxConns: 4, MaxConnsPerUID: 3, MaxConnsPerPID: 2}, nil)
+	defer k.Close()
+	eng := (&shedLog{}).engine()
+	conns := make([]admit.Conn, 5)
+	admitOK := func(c *admit.Conn, p *peer.Peer) {
+		t.Helper()
+		if why, code := k.Admit(c, p, eng); why != "" || code != status.OK {
+			t.Fatalf("refused: %s (%v)", why, code)
+		}
+	}
+	refused := func(c *admit.Conn, p *peer.Peer, want string) {
+		t.Helper()
+		why, code := k.Admit(c, p, eng)
+		if why != want || code != status.ResourceExhausted {
+			t.Fatalf("got %q (%v), want %q (ResourceExhausted)", why, code, want)
+		}
+	}
+	admitOK(&conns[0], unixPeer(1000, 7))
+	admitOK(&conns[1], unixPeer(1000, 7))
+	conns[0].Touch()
+	conns[1].Touch()
+	refused(&conns[2], unixPeer(1000, 7), "too many connections from pid 7 of uid 1000 (limit 2 per process)")
+	admitOK(&conns[2], unixPeer(1000, 8))
+	conns[2].Touch()
+	refused(&conns[3], unixPeer(1000, 9), "too many connections from uid 1000 (limit 3)")
+	admitOK(&conns[3], tcpPeer("127.0.0.1"))
+	refused(&conns[4], tcpPeer("127.0.0.1"), "too many connections (limit 4)")
+	if n := k.Conns(); n != 4 {
+		t.Fatalf("%d conns, want 4", n)
+	}
+	k.Release(&conns[1])
+	k.Release(&conns[1]) // twice: nothing more
+	admitOK(&conns[4], unixPeer(1000, 9))
+	if n, r := k.Conns(), k.Rejected(); n != 4 || r != 3 {
+		t.Fatalf("%d conns, %d rejected; want 4, 3", n, r)
+	}
+	for i := range conns {
+		k.Release(&conns[i])
+	}
+	if n := k.Conns(); n != 0 {
+		t.Fatalf("%d conns after releasing all, want 0", n)
+	}
+}
+
+// TestShed: at a limit, the connection of the user idle for longest in its
+// busiest process is shed (uncounted at once, its engine asked to end it);
+// one with calls, or busy, or active recently, is not.
+func TestShed(t *testing.T) {
+	k := newCore(admit.Limits{MaxConnsPerUID: 4}, nil)
+	defer k.Close()
+	var log shedLog
+	eng := log.engine()
+	conns := make([]admit.Conn, 5)
+	old := time.Now().Add(-2 * admit.ShedIdleAfter).UnixNano()
+	for i, pid := range []int{1, 2, 2, 3} {
+		if why, _ := k.Admit(&conns[i], unixPeer(5, pid), eng); why != "" {
+			t.Fatal(why)
+		}
+		conns[i].SetActive(old + int64(i))
+	}
+	conns[1].AddCalls(1)           // a call in progress
+	conns[3].SetActive(admit.Busy) // an engine's awake connection
+	if why, _ := k.Admit(&conns[4], unixPeer(5, 4), eng); why != "" {
+		t.Fatalf("not admitted by shedding: %s", why)
+	}
+	if len(log.shed) != 1 || log.shed[0] != &conns[2] {
+		t.Fatalf("shed %v, want conns[2] (idle, in the process with the most)", log.shed)
+	}
+	if !k.WasShed(&conns[2]) || k.Shed() != 1 || k.Conns() != 4 {
+		t.Fatalf("WasShed %v, Shed %d, Conns %d; want true, 1, 4", k.WasShed(&conns[2]), k.Shed(), k.Conns())
+	}
+	k.Release(&conns[2]) // the engine ending it: already uncounted
+	if k.Conns() != 4 {
+		t.Fatalf("Conns %d after releasing a shed connection, want 4", k.Conns())
+	}
+	conns[0].Touch()
+	conns[4].Touch()
+	var c admit.Conn
+	if why, _ := k.Admit(&c, unixPeer(5, 9), eng); why != "too many connections from uid 5 (limit 4)" {
+		t.Fatalf("with no idle connection: %q", why)
+	}
+}
+
+// TestPolicyAndDrain: the policy refuses with PermissionDenied and its
+// message, a drain with Unavailable and ShuttingDown.
+func TestPolicyAndDrain(t *testing.T) {
+	deny := peer.PolicyFunc(func(p *peer.Peer) error {
+		if p.UID == 6 {
+			return fmt.Errorf("%w: not you", peer.ErrDenied)
+		}
+		return nil
+	})
+	k := newCore(admit.Limits{}, deny)
+	defer k.Close()
+	eng := (&shedLog{}).engine()
+	var c admit.Conn
+	if why, code := k.Admit(&c, unixPeer(6, 1), eng); code != status.PermissionDenied || !strings.Contains(why, "not you") {
+		t.Fatalf("%q %v", why, code)
+	}
+	k.Drain()
+	if why, code := k.Admit(&c, unixPeer(7, 1), eng); code != status.Unavailable || why != admit.ShuttingDown {
+		t.Fatalf("%q %v", why, code)
+	}
+	if k.Conns() != 0 || k.Rejected() != 2 {
+		t.Fatalf("Conns %d, Rejected %d; want 0, 2", k.Conns(), k.Rejected())
+	}
+}
+
+// TestRateLimiterShared: the connections of one peer share its limiter,
+// which goes when the last is released.
+func TestRateLimiterShared(t *testing.T) {
+	k := newCore(admit.Limits{CallRate: 1, CallBurst: 2}, nil)
+	defer k.Close()
+	eng := (&shedLog{}).engine()
+	var a, b, c admit.Conn
+	k.Admit(&a, tcpPeer("10.0.0.1"), eng)
+	k.Admit(&b, tcpPeer("10.0.0.1"), eng)
+	k.Admit(&c, tcpPeer("10.0.0.2"), eng)
+	if a.Limiter() != b.Limiter() || a.Limiter() == c.Limiter() {
+		t.Fatal("limiters not shared by peer")
+	}
+	if !a.Limiter().Allow() || !b.Limiter().Allow() || a.Limiter().Allow() {
+		t.Fatal("the burst of 2 is not shared")
+	}
+	k.Release(&a)
+	k.Release(&b)
+	var d admit.Conn
+	k.Admit(&d, tcpPeer("10.0.0.1"), eng)
+	if !d.Limiter().Allow() {
+		t.Fatal("a new limiter after the last release")
+	}
+}
+
+// TestHandshakeCap: a peer has at most MaxHandshakesPerPeer connections in
+// their handshake.
+func TestHandshakeCap(t *testing.T) {
+	k := newCore(admit.Limits{}, nil)
+	defer k.Close()
+	p := tcpPeer("10.0.0.3")
+	key := admit.PeerKey(p)
+	for i := range admit.MaxHandshakesPerPeer {
+		if !k.StartHandshake(key, p) {
+			t.Fatalf("handshake %d refused", i)
+		}
+	}
+	if k.StartHandshake(key, p) || k.Rejected() != 1 {
+		t.Fatal("a handshake over the cap admitted")
+	}
+	if !k.StartHandshake(admit.PeerKey(tcpPeer("10.0.0.4")), p) {
+		t.Fatal("another peer refused")
+	}
+	k.EndHandshake(key)
+	if !k.StartHandshake(key, p) {
+		t.Fatal("refused after one ended")
+	}
+}
+
+// TestRefuse: a refused connection gets the message, its write side shut,
+// and is closed after RefuseLinger, or at once by Close.
+func TestRefuse(t *testing.T) {
+	k := newCore(admit.Limits{}, nil)
+	a, b := net.Pipe()
+	defer b.Close()
+	go k.Refuse(a, "ip 10.0.0.5", []byte("why"))
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "why" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	k.Close()
+	b.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := b.Read(buf); err != io.EOF {
+		t.Fatalf("after Close: %v, want EOF", err)
+	}
+	time.Sleep(admit.RefuseLinger + 50*time.Millisecond) // the linger timer finds it closed
+}
