@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/warrenipc/warren/wire"
 )
 
 // writer is the single writer of a connection. It has no goroutine of its
@@ -187,7 +189,7 @@ func (w *writer) flushLocked() error {
 		}
 		w.spare = out[:0]
 		if err != nil && w.err == nil {
-			w.err = &ConnError{Err: err}
+			w.err = &wire.ConnError{Err: err}
 			if w.onErr != nil {
 				defer w.onErr(w.err) // runs after the unlock below
 			}
@@ -311,7 +313,7 @@ func (w *writer) wroteLocked(out []byte, err error) error {
 	w.inflight, w.pingsInflight = 0, 0
 	w.spare = out[:0]
 	if err != nil && w.err == nil {
-		w.err = &ConnError{Err: err}
+		w.err = &wire.ConnError{Err: err}
 		if w.onErr != nil {
 			defer w.onErr(w.err) // runs after the unlock in flushLocked
 		}
