@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -204,8 +205,8 @@ func (w *writer) flushLocked() error {
 }
 
 // buffersWriter is a connection that can write several buffers in one
-// system call (transport.Conn; *net.UnixConn and *net.TCPConn through
-// net.Buffers).
+// system call (rawio.Ext, such as a transport.Conn's rawio.View;
+// *net.UnixConn and *net.TCPConn through net.Buffers).
 type buffersWriter interface {
 	WriteBuffers(v *net.Buffers) (int64, error)
 }
@@ -258,7 +259,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	if tail == nil {
 		w.bufs = w.iov[:2]
 	}
-	switch c := w.conn.(type) {
+	switch c := rawio.View(w.conn).(type) {
 	case buffersWriter:
 		_, err = c.WriteBuffers(&w.bufs)
 	case *net.UnixConn, *net.TCPConn:
