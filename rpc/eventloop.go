@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
-	"github.com/warrenipc/warren/internal/wsframe"
+	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
 )
 
@@ -75,11 +75,10 @@ type handoffConn struct {
 // whether conn was taken (and is no longer the caller's).
 func (s *Server) adoptWebSocket(sc *serverConn, conn net.Conn) bool {
 	hc, ok := sc.conn.(*handoffConn)
-	d, isWS := conn.(wsframe.Detacher)
-	if !ok || hc.adopt == nil || !isWS {
+	if !ok || hc.adopt == nil {
 		return false
 	}
-	_, buffered, ok := d.LoopDetach()
+	_, buffered, ok := transportinternal.WSDetach(conn)
 	if !ok {
 		return false
 	}
