@@ -9,6 +9,7 @@ written during one turn of the event loop go out in one write.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import struct
 from collections import deque
@@ -63,6 +64,18 @@ def md_dict(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     for k, v in pairs:
         out.setdefault(k, []).append(v)
     return out
+
+
+def deadline_error(timeout: float | None) -> StatusError:
+    if timeout is None:
+        return StatusError("deadline_exceeded", "the call's deadline passed")
+    return StatusError("deadline_exceeded", f"the call's deadline of {timeout:g} s passed")
+
+
+def _arm_deadline(st: Stream, deadline: float, timeout: float | None) -> None:
+    """Fails st with deadline_exceeded (sending CANCEL) at deadline."""
+    h = st.conn.loop.call_at(deadline, lambda: st.cancel(deadline_error(timeout)))
+    st.on_done = h.cancel
 
 
 class CallEnded(StatusError):
@@ -289,8 +302,11 @@ class Connection(asyncio.Protocol):
         max_frame_size: int = CLIENT_MAX_FRAME,
         initial_window: int = CLIENT_WINDOW,
         max_streams: int = w.DEFAULT_MAX_STREAMS,
+        metadata: list[tuple[str, str]] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        # Metadata sent with every call, ahead of the call's own.
+        self.base_md: list[tuple[str, str]] = metadata or []
         self.local = w.Settings(max_frame_size, max_message_size, initial_window, max_streams)
         self.local.validate()
         self.peer = w.Settings()
@@ -689,23 +705,32 @@ class Connection(asyncio.Protocol):
 
     # Streams.
 
-    async def open_stream(self, method: str, codec: int, timeout_us: int, metadata: Any, first: bytes | None, end: bool) -> Stream:
+    async def open_stream(
+        self, method: str, codec: int, timeout_us: int, metadata: Any, first: bytes | None, end: bool,
+        *, deadline: float | None = None, timeout: float | None = None,
+    ) -> Stream:
         """Opens a stream with its call header, and the first message if
-        given (sent with END when end)."""
+        given (sent with END when end).
+
+        deadline (the event loop's time) bounds the whole call from here:
+        waiting for a stream slot, for flow-control credit, and the stream
+        itself, which fails with deadline_exceeded (CANCEL sent) when it
+        passes; timeout is the duration it came from, for the message. With
+        a deadline, the call header carries the time left instead of
+        timeout_us."""
         if self.error is not None:
             raise self.error
-        while self.open >= self.peer.max_streams:
-            if self.goaway is not None:
-                break
-            f = self.loop.create_future()
-            self.slot_waiters.append(f)
-            await f
-            if self.error is not None:
-                raise self.error
+        if self.open >= self.peer.max_streams:
+            await self._wait_slot(deadline, timeout)
         if self.goaway is not None:
             raise StatusError("unavailable", "the server is going away" + (f": {self.goaway[2]}" if self.goaway[2] else "") + "; no new calls on this connection")
-        if timeout_us or metadata:
-            hdr = w.encode_call_header(method, codec, timeout_us, _md_pairs(metadata))
+        if deadline is not None:
+            left = deadline - self.loop.time()
+            if left <= 0:
+                raise deadline_error(timeout)
+            timeout_us = math.ceil(left * 1e6)
+        if timeout_us or metadata or self.base_md:
+            hdr = w.encode_call_header(method, codec, timeout_us, self.base_md + _md_pairs(metadata))
         else:
             # Most calls have neither: their header is the same every time.
             key = (method, codec)
@@ -723,6 +748,8 @@ class Connection(asyncio.Protocol):
         st = Stream(self, sid)
         self.streams[sid] = st
         self.open += 1
+        if deadline is not None:
+            _arm_deadline(st, deadline, timeout)
         if first is not None and end and len(first) <= self.peer.max_frame_size and len(first) <= st.send_win and len(first) <= self.send_win:
             # The common unary call: HEADERS and DATA|END in one write.
             n = len(first)
@@ -746,8 +773,41 @@ class Connection(asyncio.Protocol):
                 raise
         return st
 
-    def _stream_ended(self) -> None:
-        self.open -= 1
+    async def _wait_slot(self, deadline: float | None, timeout: float | None) -> None:
+        """Waits while the server's MaxStreams calls are open, until the
+        deadline if there is one."""
+        handle = None
+        try:
+            while self.open >= self.peer.max_streams and self.goaway is None:
+                f = self.loop.create_future()
+                self.slot_waiters.append(f)
+                if deadline is not None and handle is None:
+                    handle = self.loop.call_at(deadline, self._expire_slot_wait)
+                await f
+                if self.error is not None:
+                    raise self.error
+                if deadline is not None and self.loop.time() >= deadline:
+                    raise deadline_error(timeout)
+        except BaseException:
+            # A slot handed to this waiter passes on to the next.
+            if self.open < self.peer.max_streams:
+                self._stream_ended(released=False)
+            raise
+        finally:
+            if handle is not None:
+                handle.cancel()
+
+    def _expire_slot_wait(self) -> None:
+        # Wakes every slot waiter: those past their deadline fail, the
+        # others wait again.
+        ws, self.slot_waiters = self.slot_waiters, deque()
+        for f in ws:
+            if not f.done():
+                f.set_result(None)
+
+    def _stream_ended(self, released: bool = True) -> None:
+        if released:
+            self.open -= 1
         while self.slot_waiters:
             f = self.slot_waiters.popleft()
             if not f.done():
