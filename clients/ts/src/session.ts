@@ -43,6 +43,12 @@ export interface Transport {
   onClose: (err?: Error) => void;
 }
 
+/** A call being opened: its cancellation ends the wait for a stream slot. */
+export interface OpenGate {
+  readonly early: StatusError | null;
+  wakeOpen: (() => void) | null;
+}
+
 /** Options of a session (and of connect). */
 export interface SessionOptions {
   /** Largest message this client accepts; default 4 MiB (max 1 GiB). */
@@ -221,6 +227,11 @@ export class Session {
     transport.write([encodePreface(this.local)]);
   }
 
+  /** Whether the connection has ended. */
+  get ended(): boolean {
+    return this.state === State.Closed;
+  }
+
   /** Whether new calls may start. */
   get usable(): boolean {
     return this.state === State.Open && this.goAway === null;
@@ -264,10 +275,8 @@ export class Session {
    * Opens a stream with its call header; END on it if the caller sends no
    * messages. Waits while the server's MaxStreams streams are open.
    */
-  async open(method: string, codec: number, timeoutMs: number | undefined, md: Metadata | undefined, first?: Uint8Array): Promise<Stream> {
-    while (this.usable && this.streams.size >= this.remote.maxStreams) {
-      await new Promise<void>((r) => this.openWaiters.push(r));
-    }
+  async open(method: string, codec: number, timeoutMs: number | undefined, md: Metadata | undefined, first?: Uint8Array, gate?: OpenGate): Promise<Stream> {
+    if (this.usable && this.streams.size >= this.remote.maxStreams) await this.waitSlot(gate);
     this.checkUsable();
     const timeoutUs = timeoutMs && timeoutMs > 0 ? Math.ceil(timeoutMs * 1000) : 0;
     const h = encodeCallHeader(method, codec, timeoutUs, md);
@@ -299,6 +308,29 @@ export class Session {
       void s.send(first, true).catch(() => {});
     }
     return s;
+  }
+
+  /** Waits while the server's MaxStreams streams are open, or until gate's call is canceled. */
+  private async waitSlot(gate: OpenGate | undefined): Promise<void> {
+    while (this.usable && this.streams.size >= this.remote.maxStreams) {
+      if (gate?.early) break;
+      await new Promise<void>((r) => {
+        this.openWaiters.push(r);
+        if (gate) {
+          gate.wakeOpen = () => {
+            const i = this.openWaiters.indexOf(r);
+            if (i >= 0) this.openWaiters.splice(i, 1);
+            r();
+          };
+        }
+      });
+      if (gate) gate.wakeOpen = null;
+    }
+    if (gate?.early) {
+      // A slot handed to this call passes on to the next.
+      if (this.streams.size < this.remote.maxStreams) this.openWaiters.shift()?.();
+      throw gate.early;
+    }
   }
 
   private checkUsable(): void {
