@@ -200,8 +200,10 @@ class Client:
 
     def __init__(self, dial: _Dial, address: Address, codec: CodecArg, first: tuple[Any, Connection, PeerCred | None]) -> None:
         self._dial = dial
-        self._transport, self._conn, self.peer = first
-        """The server process's credentials (unix sockets on Linux), else None."""
+        self._transport, self._conn, peer = first
+        self.peer = peer
+        """The server process's credentials (unix sockets on Linux), else None;
+        those of the current connection's server."""
         self.address = address
         self._codec: str | Codec = codec or "json"
         self._old: list[tuple[Any, Connection]] = []  # connections left for a new one, still open
