@@ -69,9 +69,11 @@ type ServerOptions struct {
 	// size; 0 means CallRate/10 (at least 1).
 	CallRate  float64
 	CallBurst int
-	// Interceptors wrap every unary call, the first outermost.
+	// Interceptors wrap every unary call, the first outermost (inside
+	// Auth's check, if set).
 	Interceptors []UnaryServerInterceptor
-	// StreamInterceptors wrap every streaming call, the first outermost.
+	// StreamInterceptors wrap every streaming call, the first outermost
+	// (inside Auth's check, if set).
 	StreamInterceptors []StreamServerInterceptor
 	// NoInline makes every call run on a worker goroutine. By default a
 	// unary call whose request is at most 16 KiB runs on the connection's
@@ -118,8 +120,8 @@ type ServerOptions struct {
 	// connection that has had no call in progress and has sent nothing for
 	// this long. 0, the default, keeps idle connections open.
 	IdleTimeout time.Duration
-	// Logger receives handler panics and refused connections; nil means
-	// slog.Default().
+	// Logger receives handler panics, refused connections, accept errors
+	// and net/http's errors; nil means slog.Default().
 	Logger *slog.Logger
 	// WebSocket configures the WebSocket upgrades the HTTP bridge serves: a
 	// GET with "Upgrade: websocket" on any listener becomes a warren
