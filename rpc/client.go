@@ -37,7 +37,10 @@ type ClientOptions struct {
 	// Dialer, if set, replaces transport.Dial (for example to use an
 	// in-memory pipe in tests).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
-	// Settings are the wire limits the client accepts.
+	// Settings are the wire limits the client accepts. Zero fields take
+	// wire.Settings.WithDefaults, except MaxFrameSize and InitialWindow,
+	// which default to 512 KiB and 2 MiB (a server that leaves its own
+	// unset answers with the same).
 	Settings wire.Settings
 	// WaitForReady makes a call made while the client cannot connect wait,
 	// retrying with backoff until its context ends. By default such a call

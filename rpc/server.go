@@ -31,7 +31,9 @@ var ErrServerClosed = errors.New("warren: server closed")
 // named on each field; every limit is on by default.
 type ServerOptions struct {
 	// Settings are the wire limits the server accepts (frame and message
-	// size, flow-control window). Zero fields take wire.Settings.WithDefaults.
+	// size, flow-control window). Zero fields take wire.Settings.WithDefaults,
+	// except MaxFrameSize and InitialWindow: left zero, they follow what the
+	// client announces, from the defaults up to 512 KiB and 2 MiB.
 	Settings wire.Settings
 	// Policy authorizes each connection's peer before any call is read.
 	// nil accepts every connection the listener accepted (a
@@ -45,10 +47,11 @@ type ServerOptions struct {
 	// MaxConnsPerPID bounds open connections per peer process (unix
 	// sockets, by the pid the kernel reports), so that one leaking process
 	// cannot take its user's whole MaxConnsPerUID; 0 means a quarter of
-	// MaxConnsPerUID but at least 16 (256 by default), negative unlimited.
-	// When either limit is reached, a connection of that user (or process)
-	// without calls for a second is shed, with a GOAWAY, before a new one
-	// is refused. Both apply in goroutine and event-loop mode alike.
+	// MaxConnsPerUID but at least 16 (or MaxConnsPerUID if smaller; 256 by
+	// default), negative unlimited. When either limit is reached, a
+	// connection of that user (or process) without calls for a second (in
+	// event-loop mode, a hibernating one) is shed, with a GOAWAY, before a
+	// new one is refused. Both apply in goroutine and event-loop mode alike.
 	MaxConnsPerPID int
 	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
 	// 1024, negative unlimited. A call counts from its arrival until the
@@ -66,22 +69,27 @@ type ServerOptions struct {
 	// size; 0 means CallRate/10 (at least 1).
 	CallRate  float64
 	CallBurst int
-	// Interceptors wrap every unary call, the first outermost.
+	// Interceptors wrap every unary call, the first outermost (inside
+	// Auth's check, if set).
 	Interceptors []UnaryServerInterceptor
-	// StreamInterceptors wrap every streaming call, the first outermost.
+	// StreamInterceptors wrap every streaming call, the first outermost
+	// (inside Auth's check, if set).
 	StreamInterceptors []StreamServerInterceptor
-	// NoInline makes every call run on a worker goroutine. By default calls
-	// run on the connection's reader goroutine, which saves two goroutine
-	// switches per call; one that runs longer than about a millisecond
-	// hands reading to a new goroutine.
+	// NoInline makes every call run on a worker goroutine. By default a
+	// unary call whose request is at most 16 KiB runs on the connection's
+	// reader goroutine (in event-loop mode, on the loop), which saves two
+	// goroutine switches per call; one that runs longer than about a
+	// millisecond hands reading to a new goroutine. Streams always run on
+	// workers.
 	NoInline bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
 	// SharedThreshold sends messages of at least this many bytes (16 KiB
 	// at least) in sealed memfds instead of through the socket, on unix
-	// sockets (not in event-loop mode) where both sides set
-	// Settings.MaxFiles (see PROTOCOL.md, "Descriptors and shared
-	// messages"); 0 means 32 MiB, negative turns it off. A shared request
+	// sockets where both sides set Settings.MaxFiles, in goroutine and
+	// event-loop mode (see PROTOCOL.md, "Descriptors and shared
+	// messages"); 0 means 32 MiB, negative turns it off (a reply that is a
+	// whole shared mapping still goes shared). A shared request
 	// reaches a HandleRaw handler as a read-only mapping, valid until the
 	// handler returns: a handler must not keep it. MaxSharedBytes
 	// bounds the bytes of such messages received and held mapped at once
@@ -112,8 +120,8 @@ type ServerOptions struct {
 	// connection that has had no call in progress and has sent nothing for
 	// this long. 0, the default, keeps idle connections open.
 	IdleTimeout time.Duration
-	// Logger receives handler panics and refused connections; nil means
-	// slog.Default().
+	// Logger receives handler panics, refused connections, accept errors
+	// and net/http's errors; nil means slog.Default().
 	Logger *slog.Logger
 	// WebSocket configures the WebSocket upgrades the HTTP bridge serves: a
 	// GET with "Upgrade: websocket" on any listener becomes a warren
