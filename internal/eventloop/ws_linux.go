@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"bytes"
@@ -44,8 +44,9 @@ import (
 // as the goroutine mode does.
 var wsDrainTimeout = 5 * time.Second
 
-// wsCutFrames counts the frames a full socket cut (for the tests).
-var wsCutFrames atomic.Uint64
+// WSCutFrames counts the WebSocket frames a full socket cut, in the
+// process (for the tests).
+var WSCutFrames atomic.Uint64
 
 // wsConn is the WebSocket state of an active connection.
 type wsConn struct {
@@ -105,7 +106,7 @@ type adoption struct {
 // limits only once the handshake is done, as in goroutine mode, where
 // ServeConn admits a connection after its handshake.
 func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
-	if !l.srv.adm.StartHandshake(l.peerKey(rec), p) {
+	if !l.adm.StartHandshake(l.peerKey(rec), p) {
 		fd := int(rec.fd)
 		l.table.free(fd)
 		unix.Close(fd)
@@ -145,7 +146,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 		l.finalize(rec, os.NewSyscallError("read", err))
 		return
 	case n == 0:
-		l.srv.adm.Reject()
+		l.adm.Reject()
 		l.finalize(rec, io.ErrUnexpectedEOF)
 		return
 	}
@@ -164,9 +165,9 @@ func (l *evLoop) upgrade(rec *loopConn) {
 	a, fd := rec.act, int(rec.fd)
 	p := l.peerOf(rec, nil)
 	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
-	data, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(l.srv.ctx, c)
+	data, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(l.ctx, c)
 	if err != nil {
-		l.srv.adm.Reject()
+		l.adm.Reject()
 		l.finalize(rec, err)
 		return
 	}
@@ -495,7 +496,7 @@ func (c *fedConn) writeWSLocked(b []byte) (int, error) {
 		case nil, unix.EINTR:
 		case unix.EAGAIN:
 			if !c.atBoundary() {
-				wsCutFrames.Add(1)
+				WSCutFrames.Add(1)
 			}
 			return n, mux.ErrWouldBlock
 		default:
