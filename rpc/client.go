@@ -195,7 +195,7 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 			err := c.lastErr
 			c.mu.Unlock()
 			if !c.opts.WaitForReady {
-				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
+				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
 			}
 			t := time.NewTimer(wait)
 			select {
@@ -241,7 +241,7 @@ func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 		c.lastErr = err
 		c.mu.Unlock()
 		if !c.opts.WaitForReady {
-			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
+			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
 		}
 	}
 }
@@ -301,7 +301,7 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 		// A server that refused the connection said why in a GOAWAY
 		// before closing it.
 		if code, msg, away := s.GoAwayReason(); away && code != status.OK && code != status.Unavailable {
-			return 0, callError(&mux.GoAwayError{Code: code, Message: msg})
+			return 0, callError(&GoAwayError{Code: code, Message: msg})
 		}
 	}
 	return d, err
@@ -497,15 +497,12 @@ func rawBytes(v any) ([]byte, bool) {
 // drained reports a stream or session the server stopped taking because it
 // is shutting down (not because it refused this client).
 func drained(err error) bool {
-	var ga *mux.GoAwayError
-	if errors.As(err, &ga) {
-		return ga.Code == status.OK || ga.Code == status.Unavailable
-	}
-	return errors.Is(err, mux.ErrGoAway)
+	var ga *GoAwayError
+	return errors.As(err, &ga) && (ga.Code == status.OK || ga.Code == status.Unavailable)
 }
 
 func isConnErr(err error) bool {
-	var ce *mux.ConnError
+	var ce *ConnError
 	return errors.As(err, &ce)
 }
 
@@ -514,13 +511,13 @@ func callError(err error) error {
 	var se *status.Error
 	var mt *wire.MessageTooLargeError
 	var ft *wire.FrameTooLargeError // metadata over the server's MaxFrameSize
-	var ga *mux.GoAwayError
+	var ga *GoAwayError
 	switch {
 	case errors.As(err, &se):
 		return err
 	case errors.As(err, &ga) && ga.Code != status.OK && ga.Code != status.Unavailable:
 		// The server refused the connection (a limit or a policy).
-		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: publicCause(err)}
+		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &status.Error{Code: status.DeadlineExceeded, Message: err.Error(), Cause: err}
 	case errors.Is(err, context.Canceled):
@@ -532,5 +529,5 @@ func callError(err error) error {
 	case errors.Is(err, ErrClientClosed):
 		return &status.Error{Code: status.Canceled, Message: err.Error(), Cause: err}
 	}
-	return &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: publicCause(err)}
+	return &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
 }

@@ -6,11 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+
+	"github.com/warrenipc/warren/wire"
 )
 
-// Code is a status code. The numbers match gRPC's codes.
-type Code uint32
+// Code is a status code, numbered as gRPC's codes. It is the code type of
+// the wire protocol, so that a code read off the wire needs no conversion;
+// its String method returns the name in snake case, as the Connect protocol
+// spells it ("not_found").
+type Code = wire.Code
 
 // The status codes.
 const (
@@ -33,27 +37,11 @@ const (
 	Unauthenticated    Code = 16
 )
 
-var codeNames = [...]string{
-	"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded",
-	"not_found", "already_exists", "permission_denied", "resource_exhausted",
-	"failed_precondition", "aborted", "out_of_range", "unimplemented",
-	"internal", "unavailable", "data_loss", "unauthenticated",
-}
-
-// String returns the code's name in snake case, as the Connect protocol
-// spells it ("not_found").
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return "code(" + strconv.FormatUint(uint64(c), 10) + ")"
-}
-
 // ParseCode returns the code named s (as Code.String spells it).
 func ParseCode(s string) (Code, bool) {
-	for i, n := range codeNames {
-		if n == s {
-			return Code(i), true
+	for c := OK; c <= Unauthenticated; c++ {
+		if c.String() == s {
+			return c, true
 		}
 	}
 	return Unknown, false

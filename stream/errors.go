@@ -2,9 +2,10 @@ package stream
 
 import (
 	"errors"
-	"io"
 	"net"
 	"strings"
+
+	"github.com/warrenipc/warren/wire"
 )
 
 // Sentinel errors.
@@ -37,47 +38,10 @@ func (closeTimeoutError) Temporary() bool { return true }
 // After a ConnError from a read or a write, that direction of the stream is
 // dead and every later call returns the same error, except for a timeout
 // from a read deadline set on the connection: Timeout() reports it, and a
-// later Read picks up where the timed-out one stopped.
-type ConnError struct {
-	// Op is the operation that failed: "read", "write" or "close".
-	Op string
-	// Partial reports that the connection failed in the middle of a
-	// message. The part of it already received was dropped.
-	Partial bool
-	// Err is the cause: io.ErrUnexpectedEOF when the peer closed the
-	// connection without ending the stream, otherwise the I/O error.
-	Err error
-}
-
-var _ net.Error = (*ConnError)(nil)
-
-func (e *ConnError) Error() string {
-	var b strings.Builder
-	b.WriteString("warren: stream: ")
-	b.WriteString(e.Op)
-	b.WriteString(": ")
-	switch {
-	case e.Partial:
-		b.WriteString("connection lost in the middle of a message: ")
-	case e.Op == "read" && errors.Is(e.Err, io.ErrUnexpectedEOF):
-		b.WriteString("connection closed without an end-of-stream marker: ")
-	}
-	b.WriteString(trimPrefix(e.Err))
-	return b.String()
-}
-
-// Unwrap returns e.Err.
-func (e *ConnError) Unwrap() error { return e.Err }
-
-// Timeout reports whether the error is a timeout from a deadline set on the
-// connection.
-func (e *ConnError) Timeout() bool {
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
-}
-
-// Temporary reports the same as Timeout.
-func (e *ConnError) Temporary() bool { return e.Timeout() }
+// later Read picks up where the timed-out one stopped. It is
+// wire.ConnError, which package rpc reports too; Op is "read", "write" or
+// "close".
+type ConnError = wire.ConnError
 
 // CodecError reports a message that could not be encoded (Write, before
 // anything is sent) or decoded (Read, after the whole message arrived). The

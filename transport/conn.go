@@ -22,7 +22,6 @@ import (
 // For ws and wss, Read and Write carry the byte stream in binary WebSocket
 // messages (see the package documentation).
 type Conn struct {
-	wsDetach                     // for rpc's event loop (ws_loop.go); set by UpgradeWebSocket
 	raw              net.Conn    // the accepted or dialed connection
 	tls              *tls.Conn   // non-nil for tls and wss
 	ws               *wsConn     // non-nil for ws and wss
@@ -153,33 +152,6 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// WriteBuffers writes the buffers in order, with one writev system call
-// where the connection allows it (unix and tcp), so that a large payload can
-// follow a frame header without being copied next to it first.
-//
-// On ws and wss the buffers go out as one binary message.
-func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
-	if c.needsHandshake() && !c.handshakeOK.Load() {
-		if err := c.Handshake(context.Background()); err != nil {
-			return 0, err
-		}
-	}
-	if c.ws != nil {
-		return c.ws.writeBuffers(v)
-	}
-	var n int64
-	var err error
-	if c.rio != nil && c.io == c.raw {
-		n, err = c.rio.WriteBuffers(v)
-	} else {
-		n, err = v.WriteTo(c.io)
-	}
-	if err != nil && c.local != nil {
-		c.fixAddr(err)
-	}
-	return n, err
-}
-
 // fixAddr puts the socket file's path in place of the private name the
 // server's socket was bound under (see the package documentation) in a
 // *net.OpError that the net package has just returned.
@@ -244,12 +216,6 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.io.SetReadDeadline(
 
 // SetWriteDeadline sets the write deadline, as net.Conn does.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.io.SetWriteDeadline(t) }
-
-// ReadsResume reports whether a Read that a past read deadline interrupts
-// leaves the byte stream intact, so that reading can go on once the
-// deadline is cleared: true for unix and tcp, false for tls, ws and wss,
-// whose reads can stop inside a record or frame.
-func (c *Conn) ReadsResume() bool { return c.io == c.raw }
 
 // NetConn returns the underlying connection, such as a *net.UnixConn, for
 // operations Conn does not offer. Reading or writing it directly bypasses

@@ -86,19 +86,18 @@
 //
 // ws and wss addresses carry the same byte stream as the other schemes, in
 // binary WebSocket messages (RFC 6455), so that browsers can speak warren.
-// Each Write sends one message, in one frame (WriteBuffers sends all its
-// buffers as one message), and Read returns the payloads of the messages
-// received as one stream: message boundaries mean nothing, as segment
-// boundaries mean nothing on TCP. Fragmented messages are reassembled. The
-// connection follows RFC 6455 strictly: a client masks its frames and
-// refuses masked ones, a server the reverse; text messages are refused
-// with close code 1003; reserved bits or opcodes, control frames longer
-// than 125 bytes or fragmented, continuation frames out of place, a bad
-// close code and a frame length not in its shortest encoding are refused
-// with 1002, and a close reason that is not UTF-8 with 1007. A refused
-// frame ends Read with a [*WebSocketError] and the connection. Pings are
-// answered with a pong carrying the same payload (without waiting for a
-// Write in progress: the pong follows its frame); no pings are sent.
+// Each Write sends one message, in one frame, and Read returns the payloads
+// of the messages received as one stream: message boundaries mean nothing,
+// as segment boundaries mean nothing on TCP. Fragmented messages are
+// reassembled. The connection follows RFC 6455 strictly: a client masks its
+// frames and refuses masked ones, a server the reverse; text messages are
+// refused with close code 1003; reserved bits or opcodes, control frames
+// longer than 125 bytes or fragmented, continuation frames out of place, a
+// bad close code and a frame length not in its shortest encoding are refused
+// with 1002, and a close reason that is not UTF-8 with 1007. A refused frame
+// ends Read with a [*WebSocketError] and the connection. Pings are answered
+// with a pong carrying the same payload (without waiting for a Write in
+// progress: the pong follows its frame); no pings are sent.
 //
 // Close runs the close handshake: it sends a close frame with code 1000
 // and waits for the peer's, dropping any data before it, for at most 5

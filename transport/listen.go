@@ -88,7 +88,6 @@ type Stats struct {
 // Listener accepts connections whose peers the policy allows. It implements
 // net.Listener and starts no goroutines.
 type Listener struct {
-	wsLoop           // for rpc's event loop (ws_loop.go)
 	ln               net.Listener
 	addr             Addr     // as listened on, with the port the system chose
 	netAddr          net.Addr // what Addr returns
@@ -143,7 +142,6 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 		logger:           cfg.Logger,
 		handshakeTimeout: cfg.HandshakeTimeout,
 	}
-	l.wsLoop = wsLoop{l}
 	if l.handshakeTimeout == 0 {
 		l.handshakeTimeout = defaultHandshakeTimeout
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 
 	"github.com/warrenipc/warren/peer"
@@ -13,10 +14,10 @@ import (
 // mode) and keeps only their file descriptors. Other schemes (tls://, whose
 // connections need a TLS handshake, and WebSocket) return an error.
 //
-// A caller that accepts on the socket must not call Accept as well, and must
-// pass the peer of every connection it accepts to AdmitPeer, so that the
-// listener's policy applies as it does in Accept. Closing the Listener
-// still closes the socket (and removes its file).
+// A caller that accepts on the socket must not call Accept as well. The
+// listener's policy does not apply to the connections it accepts so (rpc's
+// event loop applies it itself). Closing the Listener still closes the
+// socket (and removes its file).
 func (l *Listener) SyscallConn() (syscall.RawConn, error) {
 	if l.addr.Scheme != SchemeUnix && l.addr.Scheme != SchemeTCP {
 		return nil, fmt.Errorf("warren: %s listeners have no raw socket to accept on", l.addr.Scheme)
@@ -28,13 +29,14 @@ func (l *Listener) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// AdmitPeer applies the listener's policy to p, the peer of a connection
-// accepted on the socket from SyscallConn, as Accept does: a refused peer is
-// logged and counted in Stats, and the caller closes its connection; an
-// allowed one is counted as accepted. p.LocalAddr should be the Listener's
-// Addr for socket files (the kernel reports the private name the socket was
-// bound under).
-func (l *Listener) AdmitPeer(p *peer.Peer) error {
+// admitPeer applies the policy of l, a *Listener, to p, the peer of a
+// connection accepted on the socket from SyscallConn (see
+// transportinternal.AdmitPeer).
+func admitPeer(ln net.Listener, p *peer.Peer) error {
+	l, ok := ln.(*Listener)
+	if !ok {
+		return errors.New("warren: not a transport listener")
+	}
 	if err := peer.Authorize(l.policy, p); err != nil {
 		l.reject(p, err)
 		return err

@@ -145,7 +145,6 @@ func UpgradeWebSocket(w http.ResponseWriter, r *http.Request, opts *WebSocketOpt
 	wc := newWSConn(conn, false)
 	wc.start(buffered)
 	c := &Conn{raw: conn, ws: wc, io: wc, peer: hijackedPeer(conn, r)}
-	c.wsDetach = wsDetach{c}
 	return c, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
 )
@@ -180,7 +181,7 @@ func TestWebSocketRoundTrip(t *testing.T) {
 			want := bytes.Join(v, nil)
 			errc := make(chan error, 1)
 			go func() {
-				_, err := c.WriteBuffers(&v)
+				_, err := rawio.View(c).(rawio.Ext).WriteBuffers(&v)
 				errc <- err
 			}()
 			got := make([]byte, len(want))

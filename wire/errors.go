@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 )
 
 // Sentinel errors.
@@ -107,3 +109,81 @@ type MessageTooLargeError struct {
 func (e *MessageTooLargeError) Error() string {
 	return fmt.Sprintf("warren: message of %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
 }
+
+// ConnError reports that a connection failed, or was closed by the peer.
+// Packages rpc and stream report it under the names rpc.ConnError and
+// stream.ConnError (aliases of this type).
+//
+// In rpc it is the cause (see status.Error.Cause) of every call pending on
+// the connection, which fail with it at once; it is worth retrying: the
+// Client dials again for the next call. In stream it ends the direction
+// (read or write) that met it, except for a timeout from a read deadline
+// set on the connection: Timeout reports it, and a later Read picks up
+// where the timed-out one stopped.
+type ConnError struct {
+	// Op is the stream operation that failed: "read", "write" or "close";
+	// empty for an RPC connection.
+	Op string
+	// Partial reports that a stream's connection failed in the middle of a
+	// message. The part of it already received was dropped.
+	Partial bool
+	// Err is the cause: the read or write error, or io.ErrUnexpectedEOF
+	// when a stream's peer closed the connection without ending the stream.
+	Err error
+}
+
+func (e *ConnError) Error() string {
+	if e.Op == "" {
+		return fmt.Sprintf("warren: connection lost: %v", e.Err)
+	}
+	s := "warren: stream: " + e.Op + ": "
+	switch {
+	case e.Partial:
+		s += "connection lost in the middle of a message: "
+	case e.Op == "read" && errors.Is(e.Err, io.ErrUnexpectedEOF):
+		s += "connection closed without an end-of-stream marker: "
+	}
+	if e.Err == nil {
+		return s + "<nil>"
+	}
+	return s + strings.TrimPrefix(e.Err.Error(), "warren: ")
+}
+
+// Unwrap returns e.Err.
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the error is a timeout from a deadline set on the
+// connection. With Temporary it makes ConnError a net.Error.
+func (e *ConnError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// Temporary reports true for an RPC connection, since a new one may
+// succeed, and the same as Timeout for a stream.
+func (e *ConnError) Temporary() bool { return e.Op == "" || e.Timeout() }
+
+// GoAwayError is the error of a call or stream that the peer did not take
+// because it sent GOAWAY: it refused the connection (Code PermissionDenied
+// for its policy, ResourceExhausted for a limit) or is shutting down
+// (Unavailable or OK). rpc.GoAwayError is an alias of this type.
+type GoAwayError struct {
+	Code    Code
+	Message string
+}
+
+func (e *GoAwayError) Error() string {
+	if e.Message == "" {
+		return "warren: peer is going away"
+	}
+	return "warren: peer is going away: " + e.Message
+}
+
+// ProtocolError reports a peer that broke the protocol in a way the frame
+// and payload decoders do not see (flow control, stream ids, chunking); the
+// connection is closed.
+type ProtocolError struct {
+	Reason string
+}
+
+func (e *ProtocolError) Error() string { return "warren: protocol error: " + e.Reason }

@@ -14,6 +14,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 )
@@ -77,7 +78,7 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	}
 	p := l.peerOf(rec, sa)
 	if tl := l.ls.tl; tl != nil {
-		if tl.AdmitPeer(p) != nil { // logged and counted by the listener
+		if transportinternal.AdmitPeer(tl, p) != nil { // logged and counted by the listener
 			l.table.free(fd)
 			unix.Close(fd)
 			return

@@ -24,7 +24,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
-	"github.com/warrenipc/warren/internal/wsframe"
+	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/wire"
 )
@@ -132,11 +132,10 @@ type HandoffConn struct {
 // to be uncounted, since the loop counts the connection again. It reports
 // whether conn was taken (and is no longer the caller's).
 func (c *HandoffConn) Adopt(conn net.Conn, release func()) bool {
-	d, isWS := conn.(wsframe.Detacher)
-	if c.adopt == nil || !isWS {
+	if c.adopt == nil {
 		return false
 	}
-	_, buffered, ok := d.LoopDetach()
+	_, buffered, ok := transportinternal.WSDetach(conn)
 	if !ok {
 		return false
 	}

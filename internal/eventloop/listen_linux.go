@@ -12,7 +12,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
-	"github.com/warrenipc/warren/internal/wsframe"
+	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
 )
@@ -40,7 +40,7 @@ func loopListenerOf(l net.Listener) (*loopListener, syscall.RawConn) {
 			if tl.Endpoint().Scheme != transport.SchemeWS {
 				return nil, nil
 			}
-			if rc, err = wsframe.LoopListener(tl).LoopSocket(); err != nil {
+			if rc, err = transportinternal.WSSocket(tl); err != nil {
 				return nil, nil
 			}
 			ls.ws = true

@@ -17,6 +17,7 @@ import (
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/internal/wsframe"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
@@ -165,7 +166,7 @@ func (l *evLoop) upgrade(rec *loopConn) {
 	a, fd := rec.act, int(rec.fd)
 	p := l.peerOf(rec, nil)
 	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
-	data, err := wsframe.LoopListener(l.ls.tl).LoopHandshake(l.ctx, c)
+	data, err := transportinternal.WSHandshake(l.ctx, l.ls.tl, c)
 	if err != nil {
 		l.adm.Reject()
 		l.finalize(rec, err)

@@ -98,6 +98,6 @@ func (s *Session) throttle() bool {
 	if s.w.waitWritten() {
 		return true
 	}
-	s.closeWith(&ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", stuckAfter())})
+	s.closeWith(&wire.ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", stuckAfter())})
 	return false
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -19,10 +18,10 @@ func benchServerConfig() *mux.Config {
 	handler := func(st *mux.Stream) {
 		b, err := st.Recv(ctx)
 		if err != nil {
-			st.Refuse(status.Internal, "no request")
+			st.Refuse(codeInternal, "no request")
 			return
 		}
-		st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
+		st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: codeOK})
 		pool.Put(b)
 	}
 	return &mux.Config{
@@ -112,7 +111,7 @@ func BenchmarkStream(b *testing.B) {
 				m, err := st.Recv(ctx)
 				if err != nil {
 					if err == io.EOF {
-						st.Finish(ctx, mux.Reply{Code: status.OK})
+						st.Finish(ctx, mux.Reply{Code: codeOK})
 					}
 					return
 				}

@@ -331,14 +331,14 @@ func (s *Session) readOne() bool {
 // readError turns a frame reader error into the session's error.
 func readError(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-		return &ConnError{Err: err}
+		return &wire.ConnError{Err: err}
 	}
 	var fe *wire.FrameError
 	var fl *wire.FrameTooLargeError
 	if errors.As(err, &fe) || errors.As(err, &fl) {
-		return &ProtocolError{Reason: err.Error()}
+		return &wire.ProtocolError{Reason: err.Error()}
 	}
-	return &ConnError{Err: err}
+	return &wire.ConnError{Err: err}
 }
 
 // ready reports whether Recv would return without waiting.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -91,7 +90,7 @@ func TestCancelInterruptsOwnRead(t *testing.T) {
 			}
 			st.Cancel()
 			st.Release()
-			raw.mustWrite(tc.rest, trailersFrame(1, status.OK, ""))
+			raw.mustWrite(tc.rest, trailersFrame(1, codeOK, ""))
 
 			// The next call reads on from where the canceled one stopped.
 			ctx2, cancel2 := context.WithCancel(testCtx(t))
@@ -108,7 +107,7 @@ func TestCancelInterruptsOwnRead(t *testing.T) {
 				}
 			}
 			want := payload(7, 5000)
-			raw.mustWrite(dataFrame(id, 0, want), trailersFrame(id, status.OK, ""))
+			raw.mustWrite(dataFrame(id, 0, want), trailersFrame(id, codeOK, ""))
 			got, err := st2.Recv(ctx2)
 			if err != nil {
 				t.Fatalf("call after the canceled one: %v", err)
@@ -139,7 +138,7 @@ func TestOwnReadContexts(t *testing.T) {
 			}
 		}
 		if reply != nil {
-			raw.mustWrite(dataFrame(st.ID(), 0, reply), trailersFrame(st.ID(), status.OK, ""))
+			raw.mustWrite(dataFrame(st.ID(), 0, reply), trailersFrame(st.ID(), codeOK, ""))
 		}
 	}
 	call := func(ctx context.Context, reply []byte, late time.Duration) error {
@@ -154,7 +153,7 @@ func TestOwnReadContexts(t *testing.T) {
 		} else {
 			go func() {
 				time.Sleep(late)
-				raw.mustWrite(dataFrame(st.ID(), 0, reply), trailersFrame(st.ID(), status.OK, ""))
+				raw.mustWrite(dataFrame(st.ID(), 0, reply), trailersFrame(st.ID(), codeOK, ""))
 			}()
 		}
 		m, err := st.Recv(ctx)
@@ -196,7 +195,7 @@ func TestOwnReadContexts(t *testing.T) {
 	default:
 	}
 	want := payload(99, 100)
-	raw.mustWrite(dataFrame(st.ID(), 0, want), trailersFrame(st.ID(), status.OK, ""))
+	raw.mustWrite(dataFrame(st.ID(), 0, want), trailersFrame(st.ID(), codeOK, ""))
 	if err := <-got; err != nil {
 		t.Fatalf("Recv with context b: %v", err)
 	}

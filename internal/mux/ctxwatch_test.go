@@ -10,7 +10,6 @@ import (
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/testutil"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -30,7 +29,7 @@ func TestSharedContextCancel(t *testing.T) {
 			defer pool.Put(b)
 			select {
 			case <-release:
-				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
+				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: codeOK})
 			case <-ctx.Done():
 			}
 		})

@@ -2,19 +2,17 @@ package mux
 
 import (
 	"errors"
-	"fmt"
-	"net"
 
-	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
 )
 
-// Sentinel errors.
+// Sentinel errors. A session's connection errors are wire's: a
+// *wire.ConnError for a connection that failed, a *wire.GoAwayError for a
+// stream the peer did not take, a *wire.ProtocolError for a peer that broke
+// the protocol.
 var (
 	// ErrClosed is returned for operations on a session closed by this side.
 	ErrClosed = errors.New("warren: session closed")
-	// ErrGoAway is returned when opening a stream on a session whose peer
-	// has announced it is going away; open a new session instead.
-	ErrGoAway = errors.New("warren: peer is going away")
 	// ErrStreamCanceled is returned by a stream's operations after the peer
 	// canceled it.
 	ErrStreamCanceled = errors.New("warren: stream canceled by peer")
@@ -29,44 +27,11 @@ var (
 	ErrStreamClosed = errors.New("warren: send on closed stream")
 )
 
-// GoAwayError is the error of a stream the peer did not process because it
-// is going away, and of opening a stream after that. It matches ErrGoAway.
-type GoAwayError struct {
-	Code    status.Code // the code the peer gave; Unavailable or OK when draining
-	Message string
-}
-
-func (e *GoAwayError) Error() string {
-	if e.Message == "" {
-		return ErrGoAway.Error()
-	}
-	return ErrGoAway.Error() + ": " + e.Message
-}
-
-// Is makes errors.Is(err, ErrGoAway) true.
-func (e *GoAwayError) Is(target error) bool { return target == ErrGoAway }
-
-// ConnError reports that a session's connection failed or was closed by the
-// peer. Every stream pending on the session fails with it at once.
-type ConnError struct {
-	Err error // the underlying read or write error
-}
-
-func (e *ConnError) Error() string { return fmt.Sprintf("warren: connection lost: %v", e.Err) }
-func (e *ConnError) Unwrap() error { return e.Err }
-
-// Temporary and Timeout make ConnError a net.Error; a lost connection is
-// worth retrying on a new session.
-func (e *ConnError) Timeout() bool { return false }
-
-var _ net.Error = (*ConnError)(nil)
-
-// Temporary reports true: a new connection may succeed.
-func (e *ConnError) Temporary() bool { return true }
-
-// ProtocolError reports a peer that broke the protocol; the session is closed.
-type ProtocolError struct {
-	Reason string
-}
-
-func (e *ProtocolError) Error() string { return "warren: protocol error: " + e.Reason }
+// The wire codes the session itself sends (PROTOCOL.md, "Status codes").
+const (
+	codeInvalidArgument    wire.Code = 3
+	codeResourceExhausted  wire.Code = 8
+	codeFailedPrecondition wire.Code = 9
+	codeInternal           wire.Code = 13
+	codeUnavailable        wire.Code = 14
+)

@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/warrenipc/warren/internal/mux"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -32,7 +31,7 @@ func Example() {
 				for {
 					m, err := st.Recv(ctx)
 					if err == io.EOF { // the client half-closed
-						st.Finish(ctx, mux.Reply{Code: status.OK})
+						st.Finish(ctx, mux.Reply{Code: codeOK})
 						return
 					}
 					if err != nil {
@@ -77,7 +76,7 @@ func Example() {
 	if _, err := st.Recv(ctx); err == io.EOF {
 		p, _ := st.Trailer()
 		tr, _ := wire.ParseTrailer(p)
-		fmt.Println("status:", status.Code(tr.Code))
+		fmt.Println("status:", wire.Code(tr.Code))
 	}
 	st.Release()
 
@@ -120,7 +119,7 @@ func ExampleSession_Open_recv() {
 				if err != nil {
 					return
 				}
-				st.Finish(ctx, mux.Reply{Msg: m.B, HasMsg: true, Code: status.OK})
+				st.Finish(ctx, mux.Reply{Msg: m.B, HasMsg: true, Code: codeOK})
 			})
 		}})
 		if err != nil {

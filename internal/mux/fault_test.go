@@ -15,7 +15,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -108,7 +107,7 @@ func TestProtocolViolations(t *testing.T) {
 			return [][]byte{headersFrame(1, 0, "m"), dataFrame(1, wire.FlagMore, []byte{0, 1})}
 		}},
 		{"TRAILERS inside a chunked message", wire.Settings{}, func() [][]byte {
-			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 3000, make([]byte, 1000)), trailersFrame(1, status.OK, "")}
+			return [][]byte{headersFrame(1, 0, "m"), firstChunk(1, 3000, make([]byte, 1000)), trailersFrame(1, codeOK, "")}
 		}},
 	}
 	forKinds(t, func(t *testing.T, k connKind) {
@@ -122,9 +121,9 @@ func TestProtocolViolations(t *testing.T) {
 				go raw.write(tt.frames()...)
 				raw.expectClosed()
 				err := waitDone(t, s)
-				var pe *mux.ProtocolError
+				var pe *wire.ProtocolError
 				if !errors.As(err, &pe) {
-					t.Fatalf("session ended with %T %v, want *mux.ProtocolError", err, err)
+					t.Fatalf("session ended with %T %v, want *wire.ProtocolError", err, err)
 				}
 				if pe.Reason == "" {
 					t.Fatal("ProtocolError without a reason")
@@ -157,7 +156,7 @@ func TestMalformedCallHeader(t *testing.T) {
 		for _, tt := range tests {
 			raw.mustWrite(wire.AppendFrame(nil, id, wire.TypeHeaders, 0, tt.payload), dataFrame(id, wire.FlagEnd, []byte("ignored")))
 			code, msg := raw.expectTrailer(id)
-			if code != status.InvalidArgument {
+			if code != codeInvalidArgument {
 				t.Fatalf("%s: trailer %v %q, want InvalidArgument", tt.name, code, msg)
 			}
 			id += 2
@@ -166,7 +165,7 @@ func TestMalformedCallHeader(t *testing.T) {
 		if f := raw.expect(wire.TypeData, id); string(f.P) != "fine" {
 			t.Fatalf("echo %q", f.P)
 		}
-		if code, _ := raw.expectTrailer(id); code != status.OK {
+		if code, _ := raw.expectTrailer(id); code != codeOK {
 			t.Fatalf("valid call after malformed ones: %v", code)
 		}
 		if got := ts.opened.Load(); got != 1 {
@@ -216,13 +215,13 @@ func TestReceiverMessageLimit(t *testing.T) {
 				}
 				received <- recvResult{len(b.B), nil}
 				pool.Put(b)
-				st.Finish(ctx, mux.Reply{Code: status.OK, Message: "accepted"})
+				st.Finish(ctx, mux.Reply{Code: codeOK, Message: "accepted"})
 			})
 			raw, s := rawClient(t, connKinds[1], ts.config(set), wire.Settings{})
 			raw.mustWrite(headersFrame(1, 0, "upload"))
 			raw.mustWrite(tc.frames(1)...)
 			code, msg := raw.expectTrailer(1)
-			if code != status.ResourceExhausted {
+			if code != codeResourceExhausted {
 				t.Errorf("over the limit: trailer %v %q, want ResourceExhausted", code, msg)
 			}
 			if r := <-received; !isTooLarge(r.err) {
@@ -230,7 +229,7 @@ func TestReceiverMessageLimit(t *testing.T) {
 			}
 			raw.ping(7)
 			raw.mustWrite(headersFrame(3, 0, "upload"), dataFrame(3, wire.FlagEnd, make([]byte, limit)))
-			if code, msg := raw.expectTrailer(3); code != status.OK {
+			if code, msg := raw.expectTrailer(3); code != codeOK {
 				t.Errorf("a message of exactly the limit: %v %q", code, msg)
 			}
 			if r := <-received; r.err != nil || r.n != limit {
@@ -258,7 +257,7 @@ func TestReceiverMessageLimit(t *testing.T) {
 			defer st.Release()
 			raw.expect(wire.TypeHeaders, st.ID())
 			raw.mustWrite(tc.frames(st.ID())...)
-			raw.mustWrite(trailersFrame(st.ID(), status.OK, ""))
+			raw.mustWrite(trailersFrame(st.ID(), codeOK, ""))
 			if err := recvErr(ctx, st); !isTooLarge(err) {
 				t.Errorf("client Recv = %v, want *wire.MessageTooLargeError", err)
 			}
@@ -358,7 +357,7 @@ func TestConnectionLoss(t *testing.T) {
 				wg.Wait()
 				close(errs)
 				for err := range errs {
-					var ce *mux.ConnError
+					var ce *wire.ConnError
 					if !errors.As(err, &ce) {
 						t.Fatalf("pending Recv = %v, want *ConnError", err)
 					}
@@ -373,7 +372,7 @@ func TestConnectionLoss(t *testing.T) {
 					}
 					pool.Put(b)
 				}
-				var ce *mux.ConnError
+				var ce *wire.ConnError
 				if _, err := three.Recv(ctx); !errors.As(err, &ce) {
 					t.Fatalf("Recv after the delivered messages = %v, want *ConnError", err)
 				}
@@ -454,9 +453,9 @@ func TestSequentialCallsWithOneStreamSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.code == status.ResourceExhausted {
+		if r.code == codeResourceExhausted {
 			refused++
-		} else if r.code != status.OK {
+		} else if r.code != codeOK {
 			t.Fatalf("call %d: %v %q", i, r.code, r.message)
 		}
 	}
@@ -501,7 +500,7 @@ func TestClientRejectsBadServerFrames(t *testing.T) {
 			return [][]byte{wire.AppendFrame(nil, id, wire.TypeHeaders, 0, []byte{5, 1})}
 		}},
 		{"DATA after trailers", func(id uint32) [][]byte {
-			return [][]byte{trailersFrame(id, status.OK, ""), dataFrame(id, 0, []byte("x"))}
+			return [][]byte{trailersFrame(id, codeOK, ""), dataFrame(id, 0, []byte("x"))}
 		}},
 		{"DATA over the stream window", func(id uint32) [][]byte {
 			return [][]byte{dataFrame(id, 0, make([]byte, 1<<10)), dataFrame(id, 0, []byte("x"))}
@@ -523,7 +522,7 @@ func TestClientRejectsBadServerFrames(t *testing.T) {
 			// without the application consuming (and so crediting) data.
 			go c.Ping(ctx)
 			go raw.write(tt.frames(st.ID())...)
-			var pe *mux.ProtocolError
+			var pe *wire.ProtocolError
 			if err := waitDone(t, c); !errors.As(err, &pe) {
 				t.Fatalf("client session ended with %v, want *ProtocolError", err)
 			}
@@ -546,7 +545,7 @@ func TestOversizedFrameFromServer(t *testing.T) {
 	raw.expect(wire.TypeHeaders, st.ID())
 	go raw.write(dataFrame(st.ID(), 0, make([]byte, 1<<10+1)))
 	recvErr(ctx, st)
-	var pe *mux.ProtocolError
+	var pe *wire.ProtocolError
 	if err := waitDone(t, c); !errors.As(err, &pe) {
 		t.Fatalf("session ended with %v, want *ProtocolError", err)
 	}
@@ -592,7 +591,7 @@ func TestProtocolErrorWithUnresponsivePeer(t *testing.T) {
 			"the GOAWAY written on the way out failed, and the writer's error callback re-entered the " +
 			"session's close (sync.Once inside itself): the reader goroutine is stuck for good")
 	}
-	var pe *mux.ProtocolError
+	var pe *wire.ProtocolError
 	if err := r.s.Err(); !errors.As(err, &pe) {
 		t.Fatalf("session ended with %v, want *ProtocolError", err)
 	}
@@ -609,7 +608,7 @@ func TestPipelinedCallsRefused(t *testing.T) {
 	forKinds(t, func(t *testing.T, k connKind) {
 		ctx := testCtx(t)
 		scfg := &mux.Config{OnStream: func(st *mux.Stream, h *wire.CallHeader) {
-			st.Refuse(status.ResourceExhausted, "over the limit")
+			st.Refuse(codeResourceExhausted, "over the limit")
 		}}
 		c, _ := newPair(t, k, nil, scfg)
 		var streams []*mux.Stream
@@ -623,7 +622,7 @@ func TestPipelinedCallsRefused(t *testing.T) {
 		}
 		for i, st := range streams {
 			r, err := collect(ctx, st)
-			if err != nil || r.code != status.ResourceExhausted {
+			if err != nil || r.code != codeResourceExhausted {
 				t.Fatalf("call %d: %v, %v", i, r.code, err)
 			}
 		}

@@ -162,7 +162,7 @@ func (s *Session) endedErr() error {
 // FeedError ends a fed session because its input ended or failed: err is
 // io.EOF when the peer closed the connection, io.ErrUnexpectedEOF when it
 // closed it in the middle of a frame, or the read error. Every open stream
-// fails with a *ConnError.
+// fails with a *wire.ConnError.
 func (s *Session) FeedError(err error) {
 	if err == nil {
 		err = io.EOF
@@ -335,7 +335,7 @@ func (w *writer) flushFedLocked() error {
 			err = io.ErrShortWrite
 		}
 		if err != nil && w.err == nil {
-			w.err = &ConnError{Err: err}
+			w.err = &wire.ConnError{Err: err}
 			werr = w.err
 		}
 	}

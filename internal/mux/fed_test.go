@@ -20,7 +20,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -261,10 +260,10 @@ func echoOnStream(l *fedLoop) mux.Config {
 			defer l.inflight.Add(-1)
 			b, err := st.Recv(context.Background())
 			if err != nil {
-				st.Finish(context.Background(), mux.Reply{Code: status.Internal, Message: err.Error()})
+				st.Finish(context.Background(), mux.Reply{Code: codeInternal, Message: err.Error()})
 				return
 			}
-			st.Finish(context.Background(), mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
+			st.Finish(context.Background(), mux.Reply{Msg: b.B, HasMsg: true, Code: codeOK})
 			pool.Put(b)
 		}()
 	}}
@@ -383,7 +382,7 @@ func TestFedHibernateRefusedWhileBusy(t *testing.T) {
 			l.inflight.Add(1)
 			go func() {
 				<-release
-				st.Finish(context.Background(), mux.Reply{Msg: []byte("ok"), HasMsg: true, Code: status.OK})
+				st.Finish(context.Background(), mux.Reply{Msg: []byte("ok"), HasMsg: true, Code: codeOK})
 				l.inflight.Add(-1)
 			}()
 		}}
@@ -431,7 +430,7 @@ func TestFedSlowReader(t *testing.T) {
 			l.inflight.Add(1)
 			go func() {
 				defer l.inflight.Add(-1)
-				st.Finish(context.Background(), mux.Reply{Msg: big, HasMsg: true, Code: status.OK})
+				st.Finish(context.Background(), mux.Reply{Msg: big, HasMsg: true, Code: codeOK})
 			}()
 		}}
 	}, nil)
@@ -495,7 +494,7 @@ func TestFedProtocolError(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("client session not closed")
 	}
-	if code, msg, ok := c.GoAwayReason(); !ok || code != status.Internal {
+	if code, msg, ok := c.GoAwayReason(); !ok || code != codeInternal {
 		t.Fatalf("GOAWAY %v %q %v, want Internal (client error %v)", code, msg, ok, c.Err())
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/shm"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -209,26 +208,26 @@ func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
 // stream error.
 func (s *Session) onFiles(h wire.Header, p []byte) error {
 	if s.fs.q == nil {
-		return &ProtocolError{Reason: "DATA with descriptors on a connection that did not announce MaxFiles"}
+		return &wire.ProtocolError{Reason: "DATA with descriptors on a connection that did not announce MaxFiles"}
 	}
 	if h.Flags&wire.FlagMore != 0 {
-		return &ProtocolError{Reason: "DATA with descriptors and FlagMore"}
+		return &wire.ProtocolError{Reason: "DATA with descriptors and FlagMore"}
 	}
 	blk, rest, err := shm.ParseBlock(p)
 	if err != nil {
-		return &ProtocolError{Reason: err.Error()}
+		return &wire.ProtocolError{Reason: err.Error()}
 	}
 	if blk.Count > int(s.local.MaxFiles) {
-		return &ProtocolError{Reason: fmt.Sprintf("%d descriptors in a frame, MaxFiles is %d", blk.Count, s.local.MaxFiles)}
+		return &wire.ProtocolError{Reason: fmt.Sprintf("%d descriptors in a frame, MaxFiles is %d", blk.Count, s.local.MaxFiles)}
 	}
 	fds, err := s.fs.q.Take(blk.Count)
 	if err != nil {
-		return &ProtocolError{Reason: err.Error()}
+		return &wire.ProtocolError{Reason: err.Error()}
 	}
 	n := int64(h.Length)
 	if s.connRecvWin.Add(-n) < 0 {
 		shm.CloseAll(fds)
-		return &ProtocolError{Reason: "connection flow-control window exceeded"}
+		return &wire.ProtocolError{Reason: "connection flow-control window exceeded"}
 	}
 	st := s.lookup(h.Stream)
 	if st == nil {
@@ -330,7 +329,7 @@ func (st *Stream) reject(err error) {
 	if s.client {
 		s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
 	} else {
-		s.refuse(st.ID(), status.InvalidArgument, err.Error())
+		s.refuse(st.ID(), codeInvalidArgument, err.Error())
 	}
 }
 
@@ -358,7 +357,7 @@ func (st *Stream) onWhole(h wire.Header, b *pool.Buf) error {
 	if perr != "" {
 		st.mu.Unlock()
 		pool.Put(b)
-		return &ProtocolError{Reason: perr}
+		return &wire.ProtocolError{Reason: perr}
 	}
 	if b.Files == nil {
 		if o := st.takeOfferLocked(len(b.B)); o != nil {
@@ -392,7 +391,7 @@ func (st *Stream) finishFiles(ctx context.Context, r Reply) error {
 		}
 	}
 	if err := st.SendFiles(ctx, r.Msg, r.Files, false); err != nil {
-		st.Refuse(status.FailedPrecondition, "reply not sent: "+err.Error())
+		st.Refuse(codeFailedPrecondition, "reply not sent: "+err.Error())
 		return err
 	}
 	return st.Finish(ctx, Reply{Code: r.Code, Message: r.Message, Details: r.Details, Trailer: r.Trailer})

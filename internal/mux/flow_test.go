@@ -13,7 +13,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -62,7 +61,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 							err = nil
 						}
 						stalled <- err
-						st.Finish(ctx, mux.Reply{Code: status.OK})
+						st.Finish(ctx, mux.Reply{Code: codeOK})
 						return
 					}
 					if err != nil {
@@ -73,7 +72,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 					pool.Put(b)
 					if !ok {
 						stalled <- fmt.Errorf("message %d is not the %d-th message sent", i, i)
-						st.Refuse(status.DataLoss, "out of order")
+						st.Refuse(codeDataLoss, "out of order")
 						return
 					}
 				}
@@ -138,7 +137,7 @@ func TestFlowControlStalledStream(t *testing.T) {
 		if err := <-stalled; err != nil {
 			t.Fatal(err)
 		}
-		if r.code != status.OK {
+		if r.code != codeOK {
 			t.Fatalf("stalled stream ended with %v %q", r.code, r.message)
 		}
 		if err := es.Send(ctx, []byte("end"), true); err != nil {
@@ -265,7 +264,7 @@ func TestConnectionCreditReturned(t *testing.T) {
 			case <-ctx.Done():
 				return
 			}
-			st.Finish(ctx, mux.Reply{Code: status.OK})
+			st.Finish(ctx, mux.Reply{Code: codeOK})
 		})
 		c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{InitialWindow: window}))
 		for i := range rounds {
@@ -291,7 +290,7 @@ func TestConnectionCreditReturned(t *testing.T) {
 		ts := newServer(t, func(ctx context.Context, st *mux.Stream, c callInfo) {
 			// Half a window: one frame, sent without waiting for the client
 			// (which reads only while it waits for something).
-			finished <- st.Finish(ctx, mux.Reply{Msg: make([]byte, window/2), HasMsg: true, Code: status.OK})
+			finished <- st.Finish(ctx, mux.Reply{Msg: make([]byte, window/2), HasMsg: true, Code: codeOK})
 		})
 		c, _ := newPair(t, connKinds[1], &mux.Config{Settings: wire.Settings{InitialWindow: window}}, ts.config(wire.Settings{}))
 		for i := range rounds {
@@ -329,7 +328,7 @@ func TestLargeMessageDoesNotStallOthers(t *testing.T) {
 			b, err := st.Recv(ctx)
 			if err != nil {
 				bigErr <- err
-				st.Refuse(status.Internal, err.Error())
+				st.Refuse(codeInternal, err.Error())
 				return
 			}
 			bigArrived.Store(true)
@@ -338,7 +337,7 @@ func TestLargeMessageDoesNotStallOthers(t *testing.T) {
 			}
 			pool.Put(b)
 			bigErr <- err
-			st.Finish(ctx, mux.Reply{Code: status.OK})
+			st.Finish(ctx, mux.Reply{Code: codeOK})
 		})
 		cc, sc := k.pair(t)
 		started := make(chan struct{})
@@ -352,7 +351,7 @@ func TestLargeMessageDoesNotStallOthers(t *testing.T) {
 		callErr := make(chan error, 1)
 		go func() {
 			r, err := call(ctx, c, "big", want)
-			if err == nil && r.code != status.OK {
+			if err == nil && r.code != codeOK {
 				err = fmt.Errorf("status %v %q", r.code, r.message)
 			}
 			callErr <- err

@@ -8,7 +8,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -23,14 +22,14 @@ import (
 // follow.
 func FuzzClientReplies(f *testing.F) {
 	reply := func(id uint32, msg []byte) []byte {
-		return append(dataFrame(id, 0, msg), trailersFrame(id, status.OK, "")...)
+		return append(dataFrame(id, 0, msg), trailersFrame(id, codeOK, "")...)
 	}
 	f.Add(reply(1, []byte("a reply")))
 	f.Add(append(reply(3, []byte("other")), reply(1, bytes.Repeat([]byte{7}, 2000))...))
 	f.Add(append(firstChunk(1, 3000, bytes.Repeat([]byte{1}, 1000)), dataFrame(1, 0, bytes.Repeat([]byte{2}, 2000))...))
 	f.Add(dataFrame(1, 0, bytes.Repeat([]byte{3}, 20<<10))[:9+5000]) // read in place, cut short
 	f.Add(append(dataFrame(1, 0, []byte("x")), dataFrame(1, 0, []byte("y"))...))
-	f.Add(trailersFrame(1, status.NotFound, "no"))
+	f.Add(trailersFrame(1, codeNotFound, "no"))
 	f.Add([]byte{0, 0, 0, 5, 9, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		raw, c := rawServer(t, connKinds[1], nil, wire.Settings{MaxFrameSize: 64 << 10, MaxMessageSize: 64 << 10})

@@ -7,7 +7,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestGoAwayBeforeItsRefusals(t *testing.T) {
 	for round := range 100 {
 		ts := newServer(t, func(ctx context.Context, st *mux.Stream, _ callInfo) {
-			st.Refuse(status.ResourceExhausted, "refused by the handler")
+			st.Refuse(codeResourceExhausted, "refused by the handler")
 		})
 		raw, srv := rawClient(t, connKinds[1], ts.config(wire.Settings{}), wire.Settings{})
 		var calls [][]byte
@@ -27,7 +26,7 @@ func TestGoAwayBeforeItsRefusals(t *testing.T) {
 		}
 		wrote := make(chan error, 1)
 		go func() { wrote <- raw.write(calls...) }()
-		if err := srv.GoAway(status.ResourceExhausted, "too many connections"); err != nil {
+		if err := srv.GoAway(codeResourceExhausted, "too many connections"); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-wrote; err != nil {

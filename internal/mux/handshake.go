@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -101,10 +102,10 @@ func ServerSettings(set, peer wire.Settings) wire.Settings {
 // readsResume reports whether a read on conn that a past read deadline
 // interrupts leaves the byte stream intact, so that reading can go on once
 // the deadline is cleared: true for unix and tcp sockets, and for
-// connections that say so (transport.Conn for unix and tcp); false for TLS
-// and WebSocket, which can stop inside a record or frame.
+// connections that say so (rawio.Ext: transport.Conn for unix and tcp);
+// false for TLS and WebSocket, which can stop inside a record or frame.
 func readsResume(conn net.Conn) bool {
-	switch c := conn.(type) {
+	switch c := rawio.View(conn).(type) {
 	case *net.UnixConn, *net.TCPConn:
 		return true
 	case interface{ ReadsResume() bool }:

@@ -23,8 +23,20 @@ import (
 	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
+)
+
+// The wire codes the tests send and expect (PROTOCOL.md, "Status codes").
+const (
+	codeOK                wire.Code = 0
+	codeInvalidArgument   wire.Code = 3
+	codeNotFound          wire.Code = 5
+	codePermissionDenied  wire.Code = 7
+	codeResourceExhausted wire.Code = 8
+	codeUnimplemented     wire.Code = 12
+	codeInternal          wire.Code = 13
+	codeUnavailable       wire.Code = 14
+	codeDataLoss          wire.Code = 15
 )
 
 // testTimeout bounds every wait that should end promptly. It is reached only
@@ -286,7 +298,7 @@ func (ts *testServer) config(set wire.Settings) *mux.Config {
 				fn = ts.fallback
 			}
 			if fn == nil {
-				st.Refuse(status.Unimplemented, "unknown method "+c.Method)
+				st.Refuse(codeUnimplemented, "unknown method "+c.Method)
 				return
 			}
 			ts.wg.Add(1)
@@ -316,11 +328,11 @@ func (ts *testServer) streamIDs() []uint32 {
 func echoUnary(ctx context.Context, st *mux.Stream, _ callInfo) {
 	b, err := st.Recv(ctx)
 	if err != nil {
-		st.Refuse(status.Internal, err.Error())
+		st.Refuse(codeInternal, err.Error())
 		return
 	}
 	defer pool.Put(b)
-	st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
+	st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: codeOK})
 }
 
 // echoStream sends every message back and finishes at the client's
@@ -329,7 +341,7 @@ func echoStream(ctx context.Context, st *mux.Stream, _ callInfo) {
 	for {
 		b, err := st.Recv(ctx)
 		if err == io.EOF {
-			st.Finish(ctx, mux.Reply{Code: status.OK})
+			st.Finish(ctx, mux.Reply{Code: codeOK})
 			return
 		}
 		if err != nil {
@@ -346,7 +358,7 @@ func echoStream(ctx context.Context, st *mux.Stream, _ callInfo) {
 // result is what a client saw of a call that ended.
 type result struct {
 	msgs    [][]byte
-	code    status.Code
+	code    wire.Code
 	message string
 	header  []string
 	trailer []string
@@ -375,7 +387,7 @@ func collect(ctx context.Context, st *mux.Stream) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.code, r.message = status.Code(tr.Code), string(tr.Message)
+	r.code, r.message = wire.Code(tr.Code), string(tr.Message)
 	if r.trailer, err = wire.ParseMetadata(tr.Metadata, nil); err != nil {
 		return r, err
 	}
@@ -403,7 +415,7 @@ func unaryEcho(ctx context.Context, s *mux.Session, method string, msg []byte) e
 	if err != nil {
 		return err
 	}
-	if r.code != status.OK {
+	if r.code != codeOK {
 		return fmt.Errorf("status %v: %s", r.code, r.message)
 	}
 	if len(r.msgs) != 1 {
@@ -562,14 +574,14 @@ func (r *rawPeer) expect(typ wire.Type, id uint32) rawFrame {
 }
 
 // expectTrailer waits for TRAILERS on stream id and returns the status.
-func (r *rawPeer) expectTrailer(id uint32) (status.Code, string) {
+func (r *rawPeer) expectTrailer(id uint32) (wire.Code, string) {
 	r.t.Helper()
 	f := r.expect(wire.TypeTrailers, id)
 	tr, err := wire.ParseTrailer(f.P)
 	if err != nil {
 		r.t.Fatalf("raw peer: bad trailer: %v", err)
 	}
-	return status.Code(tr.Code), string(tr.Message)
+	return wire.Code(tr.Code), string(tr.Message)
 }
 
 // expectClosed waits until the session closes the connection, ignoring the
@@ -681,7 +693,7 @@ func firstChunk(id uint32, total uint32, chunk []byte) []byte {
 	return wire.AppendFrame(nil, id, wire.TypeData, wire.FlagMore, append(p, chunk...))
 }
 
-func trailersFrame(id uint32, code status.Code, msg string) []byte {
+func trailersFrame(id uint32, code wire.Code, msg string) []byte {
 	return wire.AppendFrame(nil, id, wire.TypeTrailers, wire.FlagEnd, wire.AppendTrailer(nil, uint32(code), msg, nil, nil))
 }
 
@@ -699,6 +711,13 @@ func waitDone(t testing.TB, s *mux.Session) error {
 
 // recvErr receives on st until an error and returns it; messages are
 // dropped.
+// isGoAway reports whether err is a stream the peer did not take because it
+// sent GOAWAY.
+func isGoAway(err error) bool {
+	var ga *wire.GoAwayError
+	return errors.As(err, &ga)
+}
+
 func recvErr(ctx context.Context, st *mux.Stream) error {
 	for {
 		b, err := st.Recv(ctx)

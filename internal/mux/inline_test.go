@@ -9,7 +9,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -48,7 +47,7 @@ func (is *inlineServer) config(set wire.Settings) *mux.Config {
 		OnStream: func(st *mux.Stream, h *wire.CallHeader) {
 			fn := is.handlers[string(h.Method)]
 			if fn == nil {
-				st.Refuse(status.Unimplemented, "unknown method")
+				st.Refuse(codeUnimplemented, "unknown method")
 				return
 			}
 			st.Owner = fn
@@ -79,7 +78,7 @@ func TestRunInlineTakeover(t *testing.T) {
 			"slow": func(st *mux.Stream) {
 				b, err := st.Recv(ctx)
 				if err != nil {
-					st.Refuse(status.Internal, err.Error())
+					st.Refuse(codeInternal, err.Error())
 					return
 				}
 				close(entered)
@@ -87,7 +86,7 @@ func TestRunInlineTakeover(t *testing.T) {
 				case <-fastDone:
 				case <-time.After(testTimeout):
 				}
-				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: status.OK})
+				st.Finish(ctx, mux.Reply{Msg: b.B, HasMsg: true, Code: codeOK})
 				pool.Put(b)
 			},
 		}}
@@ -172,7 +171,7 @@ func TestRunInlineRecvAndSend(t *testing.T) {
 		"count": func(st *mux.Stream) {
 			b, err := st.Recv(ctx)
 			if err != nil {
-				st.Refuse(status.Internal, err.Error())
+				st.Refuse(codeInternal, err.Error())
 				return
 			}
 			n := int(b.B[0])
@@ -182,7 +181,7 @@ func TestRunInlineRecvAndSend(t *testing.T) {
 					return
 				}
 			}
-			st.Finish(ctx, mux.Reply{Code: status.OK})
+			st.Finish(ctx, mux.Reply{Code: codeOK})
 		},
 	}}
 	forKinds(t, func(t *testing.T, k connKind) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -75,7 +74,7 @@ func TestRecvIntoReadsInPlace(t *testing.T) {
 					st.RecvInto(mem[:10])
 					// A pipe's write blocks until the client reads.
 					wrote := make(chan error, 1)
-					go func() { wrote <- raw.write(append(rp.frames(st.ID()), trailersFrame(st.ID(), status.OK, ""))...) }()
+					go func() { wrote <- raw.write(append(rp.frames(st.ID()), trailersFrame(st.ID(), codeOK, ""))...) }()
 					defer func() {
 						if err := <-wrote; err != nil {
 							t.Error(err)
@@ -165,7 +164,7 @@ func TestRecvIntoReleaseDuringRead(t *testing.T) {
 				t.Fatal("the part of the reply sent was not read into the lent memory")
 			}
 			snapshot := append([]byte(nil), mem...)
-			raw.mustWrite(f[cut:], trailersFrame(1, status.OK, ""))
+			raw.mustWrite(f[cut:], trailersFrame(1, codeOK, ""))
 
 			// A later call: its reply comes after the rest of the first.
 			st2, err := c.Open(testCtx(t), mux.Call{Method: "Svc.Echo", Msg: []byte("again"), End: true})
@@ -175,7 +174,7 @@ func TestRecvIntoReleaseDuringRead(t *testing.T) {
 			id := st2.ID()
 			awaitCall(raw, id)
 			want := payload(7, 40<<10)
-			raw.mustWrite(dataFrame(id, 0, want), trailersFrame(id, status.OK, ""))
+			raw.mustWrite(dataFrame(id, 0, want), trailersFrame(id, codeOK, ""))
 			got, err := st2.Recv(testCtx(t))
 			if err != nil || !bytes.Equal(got.B, want) {
 				t.Fatalf("call after the released one: %v", err)
@@ -208,7 +207,7 @@ func endOther(t *testing.T, raw *rawPeer, other *mux.Stream, done <-chan error) 
 	if other == nil {
 		return
 	}
-	raw.mustWrite(trailersFrame(other.ID(), status.OK, ""))
+	raw.mustWrite(trailersFrame(other.ID(), codeOK, ""))
 	if err := <-done; err != io.EOF {
 		t.Fatalf("other call: %v", err)
 	}
@@ -239,7 +238,7 @@ func TestRecvIntoOnce(t *testing.T) {
 		}
 	}
 	st.RecvInto(mem2)
-	raw.mustWrite(dataFrame(st.ID(), 0, second), trailersFrame(st.ID(), status.OK, ""))
+	raw.mustWrite(dataFrame(st.ID(), 0, second), trailersFrame(st.ID(), codeOK, ""))
 	for i, want := range [][]byte{first, second} {
 		got, err := st.Recv(ctx)
 		if err != nil || !bytes.Equal(got.B, want) {
@@ -277,7 +276,7 @@ func TestRecvIntoRefusedOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		awaitCall(raw, st2.ID())
-		go raw.write(dataFrame(st2.ID(), 0, []byte("reply to another call")), trailersFrame(st2.ID(), status.OK, ""))
+		go raw.write(dataFrame(st2.ID(), 0, []byte("reply to another call")), trailersFrame(st2.ID(), codeOK, ""))
 		got, err := st2.Recv(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -315,7 +314,7 @@ func TestWindowForStreamsNotYetOpen(t *testing.T) {
 		for f := range raw.frames {
 			if f.Type == wire.TypeHeaders {
 				last.Store(max(last.Load(), f.Stream))
-				write(dataFrame(f.Stream, 0, bytes.Repeat([]byte{'r'}, 1000)), trailersFrame(f.Stream, status.OK, ""))
+				write(dataFrame(f.Stream, 0, bytes.Repeat([]byte{'r'}, 1000)), trailersFrame(f.Stream, codeOK, ""))
 			}
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -78,7 +77,7 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 	case wire.TypeWindow:
 		incr, err := wire.ParseWindow(p)
 		if err != nil {
-			return &ProtocolError{Reason: err.Error()}
+			return &wire.ProtocolError{Reason: err.Error()}
 		}
 		s.onWindow(h.Stream, incr)
 	case wire.TypePing:
@@ -97,13 +96,13 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 	case wire.TypeGoAway:
 		last, code, msg, err := wire.ParseGoAway(p)
 		if err != nil {
-			return &ProtocolError{Reason: err.Error()}
+			return &wire.ProtocolError{Reason: err.Error()}
 		}
 		s.mu.Lock()
 		s.goAwayRecv = true
 		s.goAwayFlag.Store(true)
 		s.goAwayLast = last
-		s.goAwayCode = status.Code(code)
+		s.goAwayCode = wire.Code(code)
 		s.goAwayMsg = string(msg)
 		var refused []*Stream
 		s.streams.each(func(id uint32, st *Stream) {
@@ -115,7 +114,7 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 			}
 		})
 		s.mu.Unlock()
-		gerr := &GoAwayError{Code: status.Code(code), Message: string(msg)}
+		gerr := &wire.GoAwayError{Code: wire.Code(code), Message: string(msg)}
 		for _, st := range refused {
 			st.fail(gerr)
 		}
@@ -160,7 +159,7 @@ func (s *Session) remove(st *Stream) {
 // onOpen handles a client's HEADERS frame opening a stream.
 func (s *Session) onOpen(h wire.Header, p []byte) error {
 	if h.Stream%2 != 1 {
-		return &ProtocolError{Reason: fmt.Sprintf("client opened even stream %d", h.Stream)}
+		return &wire.ProtocolError{Reason: fmt.Sprintf("client opened even stream %d", h.Stream)}
 	}
 	var perr error
 	s.callHeader, perr = wire.ParseCallHeader(p)
@@ -181,18 +180,18 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 	s.mu.Lock()
 	if h.Stream <= s.lastPeerID {
 		s.mu.Unlock()
-		return &ProtocolError{Reason: fmt.Sprintf("stream id %d not above %d", h.Stream, s.lastPeerID)}
+		return &wire.ProtocolError{Reason: fmt.Sprintf("stream id %d not above %d", h.Stream, s.lastPeerID)}
 	}
 	s.lastPeerID = h.Stream
 	refuse := ""
-	code := status.Unavailable
+	code := codeUnavailable
 	switch {
 	case s.goAwaySent:
 		refuse = "server is shutting down"
 	case uint32(s.streams.count()) >= s.local.MaxStreams || st == nil && perr == nil:
-		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), status.ResourceExhausted
+		refuse, code = fmt.Sprintf("too many concurrent streams (limit %d)", s.local.MaxStreams), codeResourceExhausted
 	case perr != nil:
-		refuse, code = "malformed call header: "+perr.Error(), status.InvalidArgument
+		refuse, code = "malformed call header: "+perr.Error(), codeInvalidArgument
 	}
 	if refuse == "" && !s.streams.addLocked(h.Stream, st) {
 		s.mu.Unlock()
@@ -213,7 +212,7 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 }
 
 // refuse ends a stream the peer opened without processing it.
-func (s *Session) refuse(id uint32, code status.Code, msg string) {
+func (s *Session) refuse(id uint32, code wire.Code, msg string) {
 	b, _ := s.w.lockNoWait()
 	b = wire.AppendHeader(b, wire.Header{Stream: id, Type: wire.TypeTrailers, Flags: wire.FlagEnd})
 	start := len(b)
@@ -224,7 +223,7 @@ func (s *Session) refuse(id uint32, code status.Code, msg string) {
 
 func (s *Session) onReplyHeaders(h wire.Header, p []byte) error {
 	if err := wire.RangeMetadata(p, func(k, v []byte) bool { return true }); err != nil {
-		return &ProtocolError{Reason: "malformed reply metadata: " + err.Error()}
+		return &wire.ProtocolError{Reason: "malformed reply metadata: " + err.Error()}
 	}
 	st := s.lookup(h.Stream)
 	if st == nil {
@@ -242,7 +241,7 @@ func (s *Session) onReplyHeaders(h wire.Header, p []byte) error {
 func (s *Session) onTrailers(h wire.Header, p []byte) error {
 	if s.client {
 		if _, err := wire.ParseTrailer(p); err != nil {
-			return &ProtocolError{Reason: "malformed trailers: " + err.Error()}
+			return &wire.ProtocolError{Reason: "malformed trailers: " + err.Error()}
 		}
 	}
 	st := s.lookup(h.Stream)
@@ -256,7 +255,7 @@ func (s *Session) onTrailers(h wire.Header, p []byte) error {
 	}
 	if st.asm != nil {
 		st.mu.Unlock()
-		return &ProtocolError{Reason: "trailers in the middle of a chunked message"}
+		return &wire.ProtocolError{Reason: "trailers in the middle of a chunked message"}
 	}
 	if !s.client {
 		// A caller's TRAILERS|END half-closes its side without a message.
@@ -284,7 +283,7 @@ func (s *Session) onData(h wire.Header, p []byte) error {
 	}
 	n := int64(h.Length) // p may lack a length prefix the reader skipped (directDst)
 	if s.connRecvWin.Add(-n) < 0 {
-		return &ProtocolError{Reason: "connection flow-control window exceeded"}
+		return &wire.ProtocolError{Reason: "connection flow-control window exceeded"}
 	}
 	st := s.lookup(h.Stream)
 	if st == nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/shm"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -115,7 +114,7 @@ type Session struct {
 	lastPeerID uint32 // highest stream id the peer opened
 	goAwayRecv bool   // the peer sent GOAWAY
 	goAwayLast uint32 // last stream id the peer will process
-	goAwayCode status.Code
+	goAwayCode wire.Code
 	goAwayMsg  string
 	goAwaySent bool
 	sentLast   uint32
@@ -223,7 +222,7 @@ func (s *Session) start(peer wire.Settings) {
 
 // GoAwayReason returns the code and message of the peer's GOAWAY, if it
 // sent one.
-func (s *Session) GoAwayReason() (code status.Code, msg string, ok bool) {
+func (s *Session) GoAwayReason() (code wire.Code, msg string, ok bool) {
 	if !s.goAwayFlag.Load() {
 		return 0, "", false // every call asks: no lock for the common answer
 	}
@@ -283,7 +282,7 @@ func (s *Session) Flush() error { return s.w.drain() }
 func (s *Session) closeWith(err error) {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		var pe *ProtocolError
+		var pe *wire.ProtocolError
 		if errors.As(err, &pe) {
 			// Tell the peer why before hanging up.
 			s.conn.SetWriteDeadline(time.Now().Add(time.Second))
@@ -293,7 +292,7 @@ func (s *Session) closeWith(err error) {
 			s.mu.Lock()
 			last := s.lastPeerID
 			s.mu.Unlock()
-			b = wire.AppendGoAway(b, last, uint32(status.Internal), pe.Error())
+			b = wire.AppendGoAway(b, last, uint32(codeInternal), pe.Error())
 			setLength(b, start)
 			s.w.unlock(b)
 		}
@@ -330,7 +329,7 @@ func (s *Session) closeWith(err error) {
 
 // GoAway tells the peer that no stream it opens after the ones already
 // received will be processed. Streams already open go on.
-func (s *Session) GoAway(code status.Code, msg string) error {
+func (s *Session) GoAway(code wire.Code, msg string) error {
 	// The writer first: a stream the reader refuses because it sees
 	// goAwaySent must not have its refusal written ahead of the GOAWAY,
 	// or the peer would take the refusal ("shutting down") for the reason.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -25,22 +24,22 @@ func TestUnaryCall(t *testing.T) {
 			handle("meta", func(ctx context.Context, st *mux.Stream, c callInfo) {
 				b, err := st.Recv(ctx)
 				if err != nil {
-					st.Refuse(status.Internal, err.Error())
+					st.Refuse(codeInternal, err.Error())
 					return
 				}
 				defer pool.Put(b)
 				if c.Codec != 7 || c.Timeout != 1500*time.Millisecond || !slices.Equal(c.MD, wantMD) {
-					st.Finish(ctx, mux.Reply{Code: status.InvalidArgument, Message: fmt.Sprintf("call header %+v", c)})
+					st.Finish(ctx, mux.Reply{Code: codeInvalidArgument, Message: fmt.Sprintf("call header %+v", c)})
 					return
 				}
 				if _, err := st.Recv(ctx); err != io.EOF {
-					st.Finish(ctx, mux.Reply{Code: status.InvalidArgument, Message: fmt.Sprintf("second Recv: %v, want EOF", err)})
+					st.Finish(ctx, mux.Reply{Code: codeInvalidArgument, Message: fmt.Sprintf("second Recv: %v, want EOF", err)})
 					return
 				}
-				st.Finish(ctx, mux.Reply{Header: []string{"h", "1"}, Msg: append([]byte("re:"), b.B...), HasMsg: true, Code: status.OK, Trailer: []string{"t", "2"}})
+				st.Finish(ctx, mux.Reply{Header: []string{"h", "1"}, Msg: append([]byte("re:"), b.B...), HasMsg: true, Code: codeOK, Trailer: []string{"t", "2"}})
 			}).
 			handle("fail", func(ctx context.Context, st *mux.Stream, c callInfo) {
-				st.Finish(ctx, mux.Reply{Code: status.NotFound, Message: "no such key", Details: [][]byte{[]byte("d1"), []byte("d2")}})
+				st.Finish(ctx, mux.Reply{Code: codeNotFound, Message: "no such key", Details: [][]byte{[]byte("d1"), []byte("d2")}})
 			})
 		c, s := newPair(t, k, nil, ts.config(wire.Settings{}))
 
@@ -55,7 +54,7 @@ func TestUnaryCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.code != status.OK || len(r.msgs) != 1 || string(r.msgs[0]) != "re:ping" {
+		if r.code != codeOK || len(r.msgs) != 1 || string(r.msgs[0]) != "re:ping" {
 			t.Fatalf("reply: code %v %q, messages %q", r.code, r.message, r.msgs)
 		}
 		if !slices.Equal(r.header, []string{"h", "1"}) || !slices.Equal(r.trailer, []string{"t", "2"}) {
@@ -85,7 +84,7 @@ func TestUnaryCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if status.Code(tr.Code) != status.NotFound || string(tr.Message) != "no such key" || len(details) != 2 || string(details[1]) != "d2" {
+		if wire.Code(tr.Code) != codeNotFound || string(tr.Message) != "no such key" || len(details) != 2 || string(details[1]) != "d2" {
 			t.Fatalf("trailer: code %d %q details %q", tr.Code, tr.Message, details)
 		}
 		if _, ok := st.Header(); ok {
@@ -94,7 +93,7 @@ func TestUnaryCall(t *testing.T) {
 		st.Release()
 
 		r, err = call(ctx, c, "nope", []byte("x"))
-		if err != nil || r.code != status.Unimplemented {
+		if err != nil || r.code != codeUnimplemented {
 			t.Fatalf("unknown method: %+v, %v", r, err)
 		}
 		if n := c.NumStreams(); n != 0 {
@@ -264,10 +263,10 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 					finishErr <- err
 					return
 				}
-				err := st.Finish(ctx, mux.Reply{Msg: make([]byte, limit+1), HasMsg: true, Code: status.OK})
+				err := st.Finish(ctx, mux.Reply{Msg: make([]byte, limit+1), HasMsg: true, Code: codeOK})
 				finishErr <- err
 				if err != nil {
-					st.Refuse(status.ResourceExhausted, "reply too large")
+					st.Refuse(codeResourceExhausted, "reply too large")
 				}
 			})
 		cc, sc := k.pair(t)
@@ -310,7 +309,7 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 			t.Fatalf("Send of exactly the limit after a refused one: %v", err)
 		}
 		r, err := collect(ctx, st)
-		if err != nil || r.code != status.OK || len(r.msgs) != 1 || !bytes.Equal(r.msgs[0], msg) {
+		if err != nil || r.code != codeOK || len(r.msgs) != 1 || !bytes.Equal(r.msgs[0], msg) {
 			t.Fatalf("echo of %d bytes: %+v, %v", limit, r.code, err)
 		}
 
@@ -321,7 +320,7 @@ func TestMessageTooLargeForPeer(t *testing.T) {
 		if err := <-finishErr; !isTooLarge(err, limit+1) {
 			t.Fatalf("server Finish with a reply over the client's limit: %v, want *wire.MessageTooLargeError", err)
 		}
-		if r.code != status.ResourceExhausted || len(r.msgs) != 0 {
+		if r.code != codeResourceExhausted || len(r.msgs) != 0 {
 			t.Fatalf("client saw %v with %d messages", r.code, len(r.msgs))
 		}
 		if c.Err() != nil || s.Err() != nil {
@@ -400,7 +399,7 @@ func TestPingUnanswered(t *testing.T) {
 	}()
 	raw.expect(wire.TypePing, 0)
 	raw.close()
-	var ce *mux.ConnError
+	var ce *wire.ConnError
 	if err := <-done; !errors.As(err, &ce) {
 		t.Fatalf("Ping pending when the connection dropped = %v, want *ConnError", err)
 	}
@@ -442,7 +441,7 @@ func TestGoAway(t *testing.T) {
 				replies[i] <- reply{r, err}
 			}()
 		}
-		if err := s.GoAway(status.Unavailable, "maintenance"); err != nil {
+		if err := s.GoAway(codeUnavailable, "maintenance"); err != nil {
 			t.Fatal(err)
 		}
 		// The PING is answered after the GOAWAY was written, so the client
@@ -451,21 +450,21 @@ func TestGoAway(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, msg, ok := c.GoAwayReason()
-		if !ok || code != status.Unavailable || msg != "maintenance" {
+		if !ok || code != codeUnavailable || msg != "maintenance" {
 			t.Fatalf("GoAwayReason = %v, %q, %v", code, msg, ok)
 		}
 		_, err := c.Open(ctx, mux.Call{Method: "hold", Msg: []byte("late"), End: true})
-		if !errors.Is(err, mux.ErrGoAway) {
+		if !isGoAway(err) {
 			t.Fatalf("Open after GOAWAY = %v, want ErrGoAway", err)
 		}
-		var ge *mux.GoAwayError
-		if !errors.As(err, &ge) || ge.Code != status.Unavailable || ge.Message != "maintenance" {
+		var ge *wire.GoAwayError
+		if !errors.As(err, &ge) || ge.Code != codeUnavailable || ge.Message != "maintenance" {
 			t.Fatalf("Open after GOAWAY = %#v, want a *GoAwayError with the reason", err)
 		}
 		close(release)
 		for i, ch := range replies {
 			rp := <-ch
-			if rp.err != nil || rp.r.code != status.OK || len(rp.r.msgs) != 1 || rp.r.msgs[0][0] != byte(i) {
+			if rp.err != nil || rp.r.code != codeOK || len(rp.r.msgs) != 1 || rp.r.msgs[0][0] != byte(i) {
 				t.Fatalf("call %d opened before the GOAWAY: %+v, %v", i, rp.r, rp.err)
 			}
 		}
@@ -483,19 +482,19 @@ func TestGoAwayRefusesLaterStreams(t *testing.T) {
 	raw, s := rawClient(t, connKinds[1], ts.config(wire.Settings{}), wire.Settings{})
 	raw.mustWrite(headersFrame(1, 0, "echo"), dataFrame(1, wire.FlagEnd, []byte("a")))
 	raw.expect(wire.TypeData, 1)
-	if code, _ := raw.expectTrailer(1); code != status.OK {
+	if code, _ := raw.expectTrailer(1); code != codeOK {
 		t.Fatalf("stream 1: %v", code)
 	}
-	if err := s.GoAway(status.Unavailable, "bye"); err != nil {
+	if err := s.GoAway(codeUnavailable, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	f := raw.expect(wire.TypeGoAway, 0)
 	last, code, msg, err := wire.ParseGoAway(f.P)
-	if err != nil || last != 1 || status.Code(code) != status.Unavailable || string(msg) != "bye" {
+	if err != nil || last != 1 || wire.Code(code) != codeUnavailable || string(msg) != "bye" {
 		t.Fatalf("GOAWAY last=%d code=%d msg=%q err=%v", last, code, msg, err)
 	}
 	raw.mustWrite(headersFrame(3, 0, "echo"), dataFrame(3, wire.FlagEnd, []byte("b")))
-	if code, _ := raw.expectTrailer(3); code != status.Unavailable {
+	if code, _ := raw.expectTrailer(3); code != codeUnavailable {
 		t.Fatalf("stream opened after GOAWAY: %v, want Unavailable", code)
 	}
 	raw.ping(1)
@@ -521,18 +520,18 @@ func TestGoAwayCrossing(t *testing.T) {
 		raw.expect(wire.TypeHeaders, st.ID())
 		raw.expect(wire.TypeData, st.ID())
 	}
-	raw.mustWrite(wire.AppendFrame(nil, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 3, uint32(status.Unavailable), "drain")))
-	if err := recvErr(ctx, streams[2]); !errors.Is(err, mux.ErrGoAway) {
+	raw.mustWrite(wire.AppendFrame(nil, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 3, uint32(codeUnavailable), "drain")))
+	if err := recvErr(ctx, streams[2]); !isGoAway(err) {
 		t.Fatalf("stream 5 after GOAWAY(last=3): %v, want ErrGoAway", err)
 	}
 	for _, st := range streams[:2] {
-		raw.mustWrite(dataFrame(st.ID(), 0, []byte("ok")), trailersFrame(st.ID(), status.OK, ""))
+		raw.mustWrite(dataFrame(st.ID(), 0, []byte("ok")), trailersFrame(st.ID(), codeOK, ""))
 		r, err := collect(ctx, st)
-		if err != nil || r.code != status.OK || len(r.msgs) != 1 {
+		if err != nil || r.code != codeOK || len(r.msgs) != 1 {
 			t.Fatalf("stream %d: %+v, %v", st.ID(), r, err)
 		}
 	}
-	if _, err := c.Open(ctx, mux.Call{Method: "m", End: true}); !errors.Is(err, mux.ErrGoAway) {
+	if _, err := c.Open(ctx, mux.Call{Method: "m", End: true}); !isGoAway(err) {
 		t.Fatalf("Open = %v, want ErrGoAway", err)
 	}
 }
@@ -575,10 +574,10 @@ func TestClose(t *testing.T) {
 		if _, err := c.Open(ctx, mux.Call{Method: "hold", End: true}); !errors.Is(err, mux.ErrClosed) {
 			t.Fatalf("Open after Close = %v, want ErrClosed", err)
 		}
-		if err := c.GoAway(status.OK, ""); !errors.Is(err, mux.ErrClosed) {
+		if err := c.GoAway(codeOK, ""); !errors.Is(err, mux.ErrClosed) {
 			t.Fatalf("GoAway after Close = %v, want ErrClosed", err)
 		}
-		var ce *mux.ConnError
+		var ce *wire.ConnError
 		if err := waitDone(t, s); !errors.As(err, &ce) {
 			t.Fatalf("server session ended with %v, want *ConnError", err)
 		}
@@ -680,7 +679,7 @@ func TestRefuse(t *testing.T) {
 		next := scfg.OnStream
 		scfg.OnStream = func(st *mux.Stream, h *wire.CallHeader) {
 			if string(h.Method) == "secret" {
-				st.Refuse(status.PermissionDenied, "not for you")
+				st.Refuse(codePermissionDenied, "not for you")
 				return
 			}
 			next(st, h)
@@ -691,7 +690,7 @@ func TestRefuse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.code != status.PermissionDenied || r.message != "not for you" || len(r.msgs) != 0 {
+			if r.code != codePermissionDenied || r.message != "not for you" || len(r.msgs) != 0 {
 				t.Fatalf("refused call: %+v", r)
 			}
 			if err := unaryEcho(ctx, c, "echo", []byte("y")); err != nil {
@@ -725,7 +724,7 @@ func TestCancelAndReleaseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.expect(wire.TypeHeaders, st.ID())
-	raw.mustWrite(trailersFrame(st.ID(), status.OK, ""))
+	raw.mustWrite(trailersFrame(st.ID(), codeOK, ""))
 	if _, err := st.Recv(ctx); err != io.EOF {
 		t.Fatalf("Recv = %v", err)
 	}
@@ -838,7 +837,7 @@ func TestOnRequestHalfCloseWithoutMessage(t *testing.T) {
 		OnRequest: func(st *mux.Stream) {
 			requested <- struct{}{}
 			st.RunInline(func(st *mux.Stream) {
-				st.Finish(context.Background(), mux.Reply{Msg: []byte("done"), HasMsg: true, Code: status.OK})
+				st.Finish(context.Background(), mux.Reply{Msg: []byte("done"), HasMsg: true, Code: codeOK})
 			})
 		},
 	}
@@ -958,7 +957,7 @@ func TestCloseSend(t *testing.T) {
 				n += len(b.B)
 				pool.Put(b)
 			}
-			st.Finish(ctx, mux.Reply{Msg: []byte(fmt.Sprint(n)), HasMsg: true, Code: status.OK})
+			st.Finish(ctx, mux.Reply{Msg: []byte(fmt.Sprint(n)), HasMsg: true, Code: codeOK})
 		})
 		c, _ := newPair(t, k, nil, ts.config(wire.Settings{}))
 		for _, msgs := range []int{0, 1, 3} {
@@ -991,7 +990,7 @@ func TestCloseSend(t *testing.T) {
 		cfg, _ := inlineEchoConfig()
 		cfg.OnRequest = func(st *mux.Stream) {
 			st.RunInline(func(st *mux.Stream) {
-				st.Finish(ctx, mux.Reply{Msg: []byte("empty"), HasMsg: true, Code: status.OK})
+				st.Finish(ctx, mux.Reply{Msg: []byte("empty"), HasMsg: true, Code: codeOK})
 			})
 		}
 		c2, _ := newPair(t, k, nil, cfg)
@@ -1020,7 +1019,7 @@ func TestSendHeader(t *testing.T) {
 		}
 		st.Send(ctx, []byte("one"), false)
 		st.Send(ctx, []byte("two"), false)
-		st.Finish(ctx, mux.Reply{Code: status.OK})
+		st.Finish(ctx, mux.Reply{Code: codeOK})
 	})
 	c, _ := newPair(t, connKinds[1], nil, ts.config(wire.Settings{}))
 	r, err := call(ctx, c, "list", nil)

@@ -190,7 +190,7 @@ func (s *Session) registerLocked(sent int64, done bool) (*Stream, error) {
 	case s.err != nil:
 		return nil, s.err
 	case s.goAwayRecv:
-		return nil, &GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
+		return nil, &wire.GoAwayError{Code: s.goAwayCode, Message: s.goAwayMsg}
 	case uint32(s.streams.count()) >= s.peer.MaxStreams:
 		return nil, ErrTooManyStreams
 	}

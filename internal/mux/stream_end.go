@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -26,7 +25,7 @@ func (st *Stream) tooLarge(err *wire.MessageTooLargeError) {
 	if st.s.client {
 		st.s.writeFrame(st.ID(), wire.TypeCancel, 0, nil)
 	} else {
-		st.s.refuse(st.ID(), status.ResourceExhausted, err.Error())
+		st.s.refuse(st.ID(), codeResourceExhausted, err.Error())
 	}
 }
 
@@ -248,7 +247,7 @@ type Reply struct {
 	Header  []string // reply metadata, or nil
 	Msg     []byte   // the last message, if HasMsg
 	HasMsg  bool
-	Code    status.Code
+	Code    wire.Code
 	Message string
 	Details [][]byte
 	Trailer []string // trailer metadata
@@ -268,7 +267,7 @@ func (st *Stream) Finish(ctx context.Context, r Reply) error {
 	header, msg, hasMsg, code, message, details, trailer := r.Header, r.Msg, r.HasMsg, r.Code, r.Message, r.Details, r.Trailer
 	s := st.s
 	if err := s.fitReply(header, uint32(code), message, details, trailer); err != nil {
-		st.Refuse(status.ResourceExhausted, "reply not sent: "+err.Error())
+		st.Refuse(codeResourceExhausted, "reply not sent: "+err.Error())
 		return err
 	}
 	if hasMsg && (uint32(len(msg)) > s.frameSize || len(msg) >= directMin) {
@@ -335,7 +334,7 @@ func (st *Stream) Finish(ctx context.Context, r Reply) error {
 // finishLarge is Finish for a message written in place (see
 // writer.writeDirect): the reply metadata first, then the message with the
 // trailers in the write of its last frame.
-func (st *Stream) finishLarge(ctx context.Context, header []string, msg []byte, code status.Code, message string, details [][]byte, trailer []string) error {
+func (st *Stream) finishLarge(ctx context.Context, header []string, msg []byte, code wire.Code, message string, details [][]byte, trailer []string) error {
 	if header != nil {
 		if err := st.SendHeader(header); err != nil {
 			return err
@@ -358,7 +357,7 @@ func (st *Stream) finished() {
 
 // Refuse ends a stream the peer opened with a non-OK status and no reply,
 // without waiting for buffer space: it is safe on the reader goroutine.
-func (st *Stream) Refuse(code status.Code, msg string) {
+func (st *Stream) Refuse(code wire.Code, msg string) {
 	st.s.remove(st)
 	st.s.refuse(st.ID(), code, msg)
 	st.finished()

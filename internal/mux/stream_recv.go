@@ -174,12 +174,12 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	}
 	if st.recvEnd {
 		st.mu.Unlock()
-		return &ProtocolError{Reason: fmt.Sprintf("DATA after end of stream %d", h.Stream)}
+		return &wire.ProtocolError{Reason: fmt.Sprintf("DATA after end of stream %d", h.Stream)}
 	}
 	st.recvWin -= n
 	if st.recvWin < 0 {
 		st.mu.Unlock()
-		return &ProtocolError{Reason: fmt.Sprintf("stream %d flow-control window exceeded", h.Stream)}
+		return &wire.ProtocolError{Reason: fmt.Sprintf("stream %d flow-control window exceeded", h.Stream)}
 	}
 	var early int64 // credit returned at once, for a chunk of an unfinished message
 	switch {
@@ -199,12 +199,12 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	case st.asm == nil:
 		if len(p) < 4 {
 			st.mu.Unlock()
-			return &ProtocolError{Reason: "chunked message without its length"}
+			return &wire.ProtocolError{Reason: "chunked message without its length"}
 		}
 		total := binary.BigEndian.Uint32(p)
 		if total <= uint32(len(p)-4) {
 			st.mu.Unlock()
-			return &ProtocolError{Reason: fmt.Sprintf("chunked message of %d bytes fits one frame", total)}
+			return &wire.ProtocolError{Reason: fmt.Sprintf("chunked message of %d bytes fits one frame", total)}
 		}
 		if total > s.local.MaxMessageSize {
 			st.mu.Unlock()
@@ -218,7 +218,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	default:
 		if st.asmN+len(p) > st.asmTotal {
 			st.mu.Unlock()
-			return &ProtocolError{Reason: "chunked message longer than declared"}
+			return &wire.ProtocolError{Reason: "chunked message longer than declared"}
 		}
 		st.growAsmLocked(st.asmN + len(p))
 		if len(p) > 0 && &p[0] == &st.asm.B[st.asmN] {
@@ -230,14 +230,14 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 		if h.Flags&wire.FlagMore != 0 {
 			if len(p) == 0 || st.asmN == st.asmTotal {
 				st.mu.Unlock()
-				return &ProtocolError{Reason: "chunked message: empty continuation frame, or FlagMore on its last frame"}
+				return &wire.ProtocolError{Reason: "chunked message: empty continuation frame, or FlagMore on its last frame"}
 			}
 			early = st.earlyCreditLocked(n)
 			break
 		}
 		if st.asmN != st.asmTotal {
 			st.mu.Unlock()
-			return &ProtocolError{Reason: "chunked message shorter than declared"}
+			return &wire.ProtocolError{Reason: "chunked message shorter than declared"}
 		}
 		st.queue = append(st.queue, queued{st.asm, int32(n)})
 		st.asm = nil
@@ -246,7 +246,7 @@ func (st *Stream) onData(h wire.Header, p []byte) error {
 	if h.Flags&wire.FlagEnd != 0 {
 		if st.asm != nil {
 			st.mu.Unlock()
-			return &ProtocolError{Reason: "end of stream inside a chunked message"}
+			return &wire.ProtocolError{Reason: "end of stream inside a chunked message"}
 		}
 		st.recvEnd = true
 	}

@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/warrenipc/warren/internal/rawio"
+	"github.com/warrenipc/warren/wire"
 )
 
 // writer is the single writer of a connection. It has no goroutine of its
@@ -187,7 +190,7 @@ func (w *writer) flushLocked() error {
 		}
 		w.spare = out[:0]
 		if err != nil && w.err == nil {
-			w.err = &ConnError{Err: err}
+			w.err = &wire.ConnError{Err: err}
 			if w.onErr != nil {
 				defer w.onErr(w.err) // runs after the unlock below
 			}
@@ -202,8 +205,8 @@ func (w *writer) flushLocked() error {
 }
 
 // buffersWriter is a connection that can write several buffers in one
-// system call (transport.Conn; *net.UnixConn and *net.TCPConn through
-// net.Buffers).
+// system call (rawio.Ext, such as a transport.Conn's rawio.View;
+// *net.UnixConn and *net.TCPConn through net.Buffers).
 type buffersWriter interface {
 	WriteBuffers(v *net.Buffers) (int64, error)
 }
@@ -256,7 +259,7 @@ func (w *writer) writeDirect(st *Stream, hdr, payload, tail []byte) error {
 	if tail == nil {
 		w.bufs = w.iov[:2]
 	}
-	switch c := w.conn.(type) {
+	switch c := rawio.View(w.conn).(type) {
 	case buffersWriter:
 		_, err = c.WriteBuffers(&w.bufs)
 	case *net.UnixConn, *net.TCPConn:
@@ -311,7 +314,7 @@ func (w *writer) wroteLocked(out []byte, err error) error {
 	w.inflight, w.pingsInflight = 0, 0
 	w.spare = out[:0]
 	if err != nil && w.err == nil {
-		w.err = &ConnError{Err: err}
+		w.err = &wire.ConnError{Err: err}
 		if w.onErr != nil {
 			defer w.onErr(w.err) // runs after the unlock in flushLocked
 		}

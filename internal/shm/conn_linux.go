@@ -147,7 +147,7 @@ func unixOf(c net.Conn) *net.UnixConn {
 		if uc, ok := c.(*net.UnixConn); ok {
 			return uc
 		}
-		w, ok := c.(interface {
+		w, ok := rawio.View(c).(interface {
 			ReadsResume() bool
 			NetConn() net.Conn
 		})
@@ -271,7 +271,7 @@ func (c *Conn) WriteFiles(b []byte, fds []int) (int, error) {
 
 // WriteBuffers writes v through the wrapped connection.
 func (c *Conn) WriteBuffers(v *net.Buffers) (int64, error) {
-	if w, ok := c.Conn.(interface {
+	if w, ok := rawio.View(c.Conn).(interface {
 		WriteBuffers(*net.Buffers) (int64, error)
 	}); ok {
 		return w.WriteBuffers(v)

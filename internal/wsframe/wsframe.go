@@ -6,12 +6,9 @@
 package wsframe
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
@@ -291,27 +288,3 @@ func (d *Decoder) AppendHeader(dst []byte, n int) []byte { return AppendHeader(d
 
 // AppendClose is the package's AppendClose.
 func (d *Decoder) AppendClose(dst []byte, code int) []byte { return AppendClose(dst, code) }
-
-// LoopListener is what rpc's event loop needs of a ws:// (not wss://)
-// transport.Listener, which implements it (through a field of an
-// unexported type, so it is not part of transport's documented API).
-type LoopListener interface {
-	// LoopSocket returns the listening socket (the Listener's SyscallConn
-	// refuses WebSocket listeners: their connections need the opening
-	// handshake first).
-	LoopSocket() (syscall.RawConn, error)
-	// LoopHandshake runs the server side of the opening handshake on conn,
-	// a connection accepted from that socket, bounded by ctx, and returns
-	// the bytes that arrived after the request. On error the caller closes
-	// conn.
-	LoopHandshake(ctx context.Context, conn net.Conn) (buffered []byte, err error)
-}
-
-// Detacher is implemented by the connections transport.UpgradeWebSocket
-// returns. LoopDetach, before any I/O on the WebSocket connection, returns
-// the connection it runs on and the bytes that arrived after the request;
-// the WebSocket connection must not be used afterwards, and the caller owns
-// the returned one. ok is false for other connections.
-type Detacher interface {
-	LoopDetach() (raw net.Conn, buffered []byte, ok bool)
-}

@@ -30,13 +30,39 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _go_build(workdir: Path, pkg: str, name: str) -> Path:
+    if shutil.which("go") is None:
+        pytest.fail(f"the integration tests need the go command to build {pkg}")
+    out = workdir / name
+    subprocess.run(["go", "build", "-o", str(out), pkg], cwd=REPO, check=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def server_bin(workdir: Path) -> Path:
-    if shutil.which("go") is None:
-        pytest.fail("the integration tests need the go command to build clients/testserver")
-    out = workdir / "testserver"
-    subprocess.run(["go", "build", "-o", str(out), "./clients/testserver"], cwd=REPO, check=True)
-    return out
+    return _go_build(workdir, "./clients/testserver", "testserver")
+
+
+@pytest.fixture(scope="session")
+def warren_bin(workdir: Path) -> Path:
+    """The warren command (cmd/warren), built once."""
+    return _go_build(workdir, "./cmd/warren", "warren")
+
+
+@pytest.fixture
+def warren_serve(warren_bin: Path) -> Iterator:
+    """Starts `warren serve ARGS...` (with env added to the environment);
+    stops them at the end."""
+    servers: list[Server] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Server:
+        s = Server(warren_bin, "", args=[str(warren_bin), "serve", *args], env={**os.environ, **(env or {})})
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
 
 
 @dataclass
@@ -98,16 +124,23 @@ def tls_files(workdir: Path) -> TLSFiles:
 class Server:
     """A running clients/testserver."""
 
-    def __init__(self, server_bin: Path, addr: str, tls: TLSFiles | None = None) -> None:
-        args = [str(server_bin), "-addr", addr, "-stdin"]
-        if tls is not None:
-            args += ["-cert", tls.cert, "-key", tls.key]
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, server_bin: Path, addr: str, tls: TLSFiles | None = None, *, args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+        if args is None:
+            args = [str(server_bin), "-addr", addr, "-stdin"]
+            if tls is not None:
+                args += ["-cert", tls.cert, "-key", tls.key]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
+        self.output: list[str] = []
+        for _ in range(20):
+            line = self.proc.stdout.readline()
+            self.output.append(line)
+            if line.startswith("listening on ") or not line:
+                break
+        line = line.strip()
         if not line.startswith("listening on "):
             self.stop()
-            raise RuntimeError(f"testserver did not start: {line!r}")
+            raise RuntimeError(f"{args[0]} did not start: {''.join(self.output)!r}")
         self.address = line.removeprefix("listening on ")
 
     def kill(self) -> None:

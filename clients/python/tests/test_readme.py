@@ -1,13 +1,18 @@
-"""Runs the Python examples of README.md against the Go test server."""
+"""Runs the Python examples of README.md (and of the repository's README) as
+written: those on the "default" address against `warren serve` started
+without --addr, those naming the test server's address against
+clients/testserver there."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import Server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ROOT_README = Path(__file__).resolve().parents[3] / "README.md"
@@ -15,19 +20,34 @@ ROOT_README = Path(__file__).resolve().parents[3] / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), re.S) + re.findall(
     r"```python\n(.*?)```", ROOT_README.read_text().partition("\n## Python\n")[2].partition("\n## ")[0], re.S
 )
-PLACEHOLDER = "unix:///run/app/app.sock"
+TEST_SERVER = "unix:///tmp/warren-test.sock"
+# The repository's README names an address of its own.
+OTHER = "unix:///run/app/app.sock"
 
 
 def test_readme_has_examples():
     assert len(EXAMPLES) >= 6
-    assert all(PLACEHOLDER in ex for ex in EXAMPLES)
+    for ex in EXAMPLES:
+        assert sum(a in ex for a in ('"default"', TEST_SERVER, OTHER)) == 1, ex
 
 
 @pytest.mark.parametrize("i", range(len(EXAMPLES)))
-def test_readme_example(i, start_server):
-    srv = start_server("unix")
-    code = EXAMPLES[i].replace(PLACEHOLDER, srv.address)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+def test_readme_example(i, warren_serve, server_bin, tmp_path):
+    code = EXAMPLES[i]
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    srv = None
+    if TEST_SERVER in code:
+        # The address the README names is replaced by a private one.
+        srv = Server(server_bin, f"unix://{tmp_path}/test.sock")
+        code = code.replace(TEST_SERVER, srv.address)
+    else:
+        served = warren_serve(env={"XDG_RUNTIME_DIR": str(tmp_path)})
+        code = code.replace(OTHER, served.address)
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    finally:
+        if srv is not None:
+            srv.stop()
     assert r.returncode == 0, r.stderr
     # The outputs the comments announce.
     for line in EXAMPLES[i].splitlines():

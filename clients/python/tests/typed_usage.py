@@ -11,6 +11,9 @@ import warren
 async def main(address: str) -> None:
     client: warren.Client = await warren.connect(address, server_uid=warren.SAME_USER, timeout_typo=1)  # E: call-arg
     await client.close()
+    default: str = warren.default_address()
+    async with warren.connect(warren.DEFAULT_ADDRESS, token="t", ws_headers={"X-A": "b"}) as d:
+        print(default, await d.call("Counter.Get", {"name": "a"}))
     async with warren.connect(address, codec="json", max_message_size=8 << 20) as c:
         reply: warren.Reply[object] = await c.invoke("Test.Echo", {"a": 1}, metadata={"k": "v"}, timeout=1.5)
         print(reply.message, reply.header, reply.trailer)
@@ -31,6 +34,8 @@ async def main(address: str) -> None:
 
 
 def blocking(address: str) -> None:
+    with warren.connect_sync(address, token=None):
+        pass
     with warren.connect_sync(address, max_mesage_size=1) as c:  # E: call-arg
         sc: warren.SyncCall = c.client_stream("Test.Sum")
         with sc:

@@ -5,7 +5,7 @@
 import { parseJSON, stringifyJSON } from "./json.js";
 import { Session, type SessionOptions, type Stream, type Transport } from "./session.js";
 import { StatusError } from "./status.js";
-import { EMPTY, fromUtf8, utf8, type Metadata } from "./wire.js";
+import { fromUtf8, utf8, type Metadata } from "./wire.js";
 
 /**
  * A Codec encodes the messages of a call: codec id 0 (raw bytes), 1 (JSON)
@@ -95,6 +95,13 @@ function pickCodec<I, O>(req: unknown, c: Codec<I, O> | undefined): Codec<I, O> 
 
 /** Dials addr and returns a Client once the server's preface arrived. */
 export async function connectWith(dial: Dialer, addr: string, opts: ConnectOptions = {}): Promise<Client> {
+  // Dialing again after a lost connection: without connect's signal, which
+  // bounds the first connection only.
+  const redial = () => openSession(dial, addr, { ...opts, signal: undefined });
+  return new Client(await openSession(dial, addr, opts), opts, redial);
+}
+
+async function openSession(dial: Dialer, addr: string, opts: ConnectOptions): Promise<Session> {
   if (opts.signal?.aborted) throw abortError(opts.signal);
   const t = await dial(addr, opts);
   const s = new Session(t, opts);
@@ -105,7 +112,7 @@ export async function connectWith(dial: Dialer, addr: string, opts: ConnectOptio
   } finally {
     opts.signal?.removeEventListener("abort", onAbort);
   }
-  return new Client(s, opts);
+  return s;
 }
 
 function abortError(signal: AbortSignal): StatusError {
@@ -117,36 +124,93 @@ function abortError(signal: AbortSignal): StatusError {
   return new StatusError("canceled", r instanceof Error ? r.message : r !== undefined ? String(r) : "canceled", [], [], { cause: r });
 }
 
+/** The delay between connection attempts after failures (as the Go client): doubled from the first up to the second. */
+const MIN_BACKOFF_MS = 50;
+const MAX_BACKOFF_MS = 5000;
+
 /**
- * A Client is one connection to a warren server. Any number of calls may
- * run on it at once; they share the connection's flow control.
+ * A Client calls a warren server. Any number of calls may run at once on
+ * its connection; they share its flow control. When the connection is
+ * lost, the calls in flight fail with unavailable and the next call dials
+ * again; after a failed attempt, calls fail at once with its error until a
+ * backoff (50 ms, doubling up to 5 s) has passed. A connection the server
+ * is leaving (GOAWAY) finishes its calls while new calls go to a new one.
  */
 export class Client {
   private readonly base: Metadata;
+  private current: Session;
+  private readonly draining = new Set<Session>();
+  private dialing: Promise<void> | null = null;
+  private backoffMs = 0;
+  private retryAt = 0;
+  private lastErr: StatusError | null = null;
+  private closing = false;
 
   /** @internal */
   constructor(
-    /** @internal */ readonly session: Session,
+    session: Session,
     opts: ConnectOptions,
+    private readonly redial?: () => Promise<Session>,
   ) {
+    this.current = session;
     this.base = toPairs(opts.metadata);
     if (opts.token) this.base.push(["authorization", `Bearer ${opts.token}`]);
   }
 
-  /** Resolves when the connection has ended. */
+  /** @internal The session of the current connection. */
+  get session(): Session {
+    return this.current;
+  }
+
+  /** Resolves when the current connection has ended (the next call dials again, unless the client was closed). */
   get closed(): Promise<void> {
-    return this.session.closed;
+    return this.current.closed;
   }
 
   /** The server's settings (its limits), from its preface. */
   get serverSettings() {
-    return { ...this.session.remote };
+    return { ...this.current.remote };
+  }
+
+  /** @internal A session for a new call: the current one, or a new connection. */
+  async connection(): Promise<Session> {
+    for (;;) {
+      const s = this.current;
+      if (s.usable || this.closing || !this.redial) return s;
+      if (this.dialing) {
+        await this.dialing;
+        continue;
+      }
+      if (this.lastErr && Date.now() < this.retryAt) {
+        throw new StatusError(this.lastErr.code, this.lastErr.message, [], [], { cause: this.lastErr });
+      }
+      let done!: () => void;
+      this.dialing = new Promise((r) => (done = r));
+      try {
+        const ns = await this.redial();
+        this.backoffMs = 0;
+        this.lastErr = null;
+        for (const d of this.draining) if (d.ended) this.draining.delete(d);
+        if (!s.ended) this.draining.add(s);
+        this.current = ns;
+        if (this.closing) ns.close();
+      } catch (e) {
+        const err = e instanceof StatusError ? e : new StatusError("unavailable", String(e), [], [], { cause: e });
+        this.backoffMs = Math.min(Math.max(2 * this.backoffMs, MIN_BACKOFF_MS), MAX_BACKOFF_MS);
+        this.retryAt = Date.now() + this.backoffMs;
+        this.lastErr = err;
+        throw err;
+      } finally {
+        this.dialing = null;
+        done();
+      }
+    }
   }
 
   /**
    * Calls a unary method and returns its reply. The request is JSON by
    * default (raw bytes for a Uint8Array). A failed call throws a
-   * StatusError.
+   * StatusError; one that ends without a reply throws internal, as in Go.
    */
   async call<I = unknown, O = any>(method: string, req: I, opts: CallOptions<I, O> = {}): Promise<O> {
     const codec = pickCodec(req, opts.codec);
@@ -155,10 +219,10 @@ export class Client {
     const reply = await c.next();
     const extra = await c.next();
     if (extra !== END) {
-      c.cancel(new StatusError("internal", `${method} is not a unary method: the server sent more than one reply`));
+      c.cancel(new StatusError("internal", `${method}: more than one reply message`));
       await c.next();
     }
-    if (reply === END) return codec.decode(EMPTY);
+    if (reply === END) throw noReply(method);
     return reply;
   }
 
@@ -182,14 +246,19 @@ export class Client {
   }
 
   /** Measures a round trip with a PING; resolves with milliseconds. */
-  ping(opts: { signal?: AbortSignal } = {}): Promise<number> {
-    return this.session.ping(opts.signal);
+  async ping(opts: { signal?: AbortSignal } = {}): Promise<number> {
+    const s = await this.connection();
+    return s.ping(opts.signal);
   }
 
-  /** Closes the connection; calls still open fail with canceled. */
+  /** Closes the connection; calls still open fail with canceled, later calls too. */
   async close(): Promise<void> {
-    this.session.close();
-    await this.session.closed;
+    this.closing = true;
+    if (this.dialing) await this.dialing;
+    const all = [this.current, ...this.draining];
+    this.draining.clear();
+    for (const s of all) s.close();
+    await Promise.all(all.map((s) => s.closed));
   }
 
   /** @internal */
@@ -198,6 +267,11 @@ export class Client {
     if (this.base.length === 0) return own.length ? own : undefined;
     return own.length ? [...this.base, ...own] : this.base;
   }
+}
+
+/** The error of a call that ended without its one reply (Go's message). */
+function noReply(method: string): StatusError {
+  return new StatusError("internal", `${method}: no reply message`);
 }
 
 /** The end of the server's messages. */
@@ -242,7 +316,9 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
   private stream: Stream | null = null;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private onAbort: (() => void) | undefined;
-  private early: StatusError | null = null;
+  private earlyErr: StatusError | null = null;
+  /** @internal Set while the opening waits: called by a cancel before the stream opened. */
+  wakeOpen: (() => void) | null = null;
   private headerSeen = false;
   private finished = false;
 
@@ -257,11 +333,26 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
     if (signal?.aborted) {
       this.opened = Promise.reject(abortError(signal));
     } else {
-      this.opened = client.session.open(method, codec.id, opts.timeoutMs, client.metadata(opts.metadata), first).then((s) => {
-        this.stream = s;
-        if (this.early) s.cancel(this.early);
-        return s;
-      });
+      // The deadline and cancellation cover the opening too: waiting for
+      // a connection, or for a stream slot.
+      const sess = client.session;
+      const open = (sess: Session, timeoutMs: number | undefined) => sess.open(method, codec.id, timeoutMs, client.metadata(opts.metadata), first, this);
+      let p: Promise<Stream>;
+      if (sess.usable) {
+        p = open(sess, opts.timeoutMs);
+      } else {
+        const start = Date.now();
+        p = this.untilCanceled(client.connection()).then((sess) => {
+          const t = opts.timeoutMs;
+          return open(sess, t !== undefined && t > 0 ? Math.max(t - (Date.now() - start), 1) : t);
+        });
+      }
+      this.opened = p
+        .then((s) => {
+          this.stream = s;
+          if (this.earlyErr) s.cancel(this.earlyErr);
+          return s;
+        });
       if (opts.timeoutMs !== undefined && opts.timeoutMs > 0) {
         this.timer = setTimeout(() => this.cancel(new StatusError("deadline_exceeded", `${method}: deadline of ${opts.timeoutMs} ms exceeded`)), opts.timeoutMs);
       }
@@ -271,6 +362,28 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
       }
     }
     this.opened.catch(() => this.cleanup());
+  }
+
+  /** @internal The cancellation of a call not yet opened. */
+  get early(): StatusError | null {
+    return this.earlyErr;
+  }
+
+  /** p, or this call's cancellation if that comes first. */
+  private untilCanceled<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.wakeOpen = () => reject(this.earlyErr);
+      p.then(
+        (v) => {
+          this.wakeOpen = null;
+          resolve(v);
+        },
+        (e) => {
+          this.wakeOpen = null;
+          reject(e);
+        },
+      );
+    });
   }
 
   get header(): Metadata | null {
@@ -287,7 +400,10 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
         ? reason
         : new StatusError("canceled", reason instanceof Error ? reason.message : reason !== undefined ? String(reason) : `${this.method}: canceled`, [], [], { cause: reason });
     if (this.stream) this.stream.cancel(err);
-    else this.early ??= err;
+    else {
+      this.earlyErr ??= err;
+      this.wakeOpen?.();
+    }
     this.cleanup(); // the deadline timer and the abort listener
   }
 
@@ -343,8 +459,9 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
     await this.closeSend();
     const reply = await this.next();
     const extra = await this.next();
-    if (extra !== END) throw new StatusError("internal", `${this.method}: the server sent more than one reply`);
-    return reply === END ? this.codec.decode(EMPTY) : reply;
+    if (extra !== END) throw new StatusError("internal", `${this.method}: more than one reply message`);
+    if (reply === END) throw noReply(this.method);
+    return reply;
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<O> {

@@ -2,7 +2,9 @@
 // ws:// and wss:// over the ws package (an optional peer dependency) where
 // it is installed, else the global WebSocket (Node 22 and later).
 
+import { lstat } from "node:fs/promises";
 import * as net from "node:net";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as tls from "node:tls";
 import { connectWith, type Client, type ConnectOptions, type Dialer } from "./client.js";
 import type { Transport } from "./session.js";
@@ -14,13 +16,60 @@ export * from "./exports.js";
 /**
  * Connects to a warren server: "unix:///run/app.sock", "unix:rel/path",
  * "unix:@abstract", "tcp://host:port", "tls://host:port",
- * "ws://host:port/path" or "wss://host:port/path".
+ * "ws://host:port/path", "wss://host:port/path", or "default": the
+ * address `warren serve` listens on without --addr (see defaultAddress),
+ * where the server must run as this user.
  */
 export function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
   return connectWith(dialNode, addr, opts);
 }
 
+/** The address keyword of the per-user default socket (see defaultAddress). */
+export const DEFAULT_ADDRESS = "default";
+
+/**
+ * The per-user default address, where `warren serve` listens without
+ * --addr: unix://$XDG_RUNTIME_DIR/warren/warren.sock when XDG_RUNTIME_DIR
+ * is an absolute path, else unix://TMP/warren-UID/warren.sock, TMP being
+ * $TMPDIR or /tmp and UID the effective uid.
+ */
+export function defaultAddress(): string {
+  const x = process.env.XDG_RUNTIME_DIR ?? "";
+  const dir = x !== "" && isAbsolute(x) ? join(x, "warren") : join(resolve(process.env.TMPDIR || "/tmp"), `warren-${process.geteuid?.() ?? 0}`);
+  return "unix://" + join(dir, "warren.sock");
+}
+
+/**
+ * The server at the default address must run as this user. Node cannot
+ * read a unix socket's peer credentials, so the socket file and its
+ * directory must belong to this user, the directory writable by no one
+ * else: only this user (or root) can then have bound that socket.
+ */
+async function checkOwnSocket(path: string): Promise<void> {
+  const me = process.geteuid?.();
+  if (me === undefined) return;
+  for (const [p, what] of [
+    [dirname(path), "directory"],
+    [path, "socket file"],
+  ] as const) {
+    let st;
+    try {
+      st = await lstat(p);
+    } catch (e) {
+      throw new StatusError("unavailable", `cannot connect to the default address unix://${path}: ${(e as Error).message}`, [], [], { cause: e });
+    }
+    if (st.uid !== me) throw new StatusError("permission_denied", `the ${what} ${p} belongs to uid ${st.uid}, not to this user (uid ${me})`);
+    if (what === "directory" && (st.mode & 0o022) !== 0) {
+      throw new StatusError("permission_denied", `the directory ${p} is writable by others (mode ${(st.mode & 0o777).toString(8)})`);
+    }
+  }
+}
+
 const dialNode: Dialer = async (addr, opts) => {
+  if (addr === DEFAULT_ADDRESS) {
+    addr = defaultAddress();
+    await checkOwnSocket(addr.slice("unix://".length));
+  }
   const m = /^([a-z]+):(.*)$/.exec(addr);
   if (!m) throw new StatusError("invalid_argument", `bad address ${JSON.stringify(addr)}: want unix:///path, tcp://host:port, tls://host:port or ws://host:port/`);
   const [, scheme, rest] = m;

@@ -31,118 +31,10 @@ import {
   type Settings,
 } from "./wire.js";
 
-/** A reliable, ordered byte stream, as a session needs it. */
-export interface Transport {
-  /** Writes the chunks, in order (one socket write where possible). */
-  write(chunks: Uint8Array[]): void;
-  /** Ends the connection after what was written. */
-  close(): void;
-  /** Set by the session: bytes that arrived. */
-  onData: (b: Uint8Array) => void;
-  /** Set by the session: the connection ended (err if abnormally). */
-  onClose: (err?: Error) => void;
-}
+import { ByteQueue } from "./input.js";
+import { Stream, tooLarge, type OpenGate, type SessionOptions, type Transport } from "./stream.js";
 
-/** Options of a session (and of connect). */
-export interface SessionOptions {
-  /** Largest message this client accepts; default 4 MiB (max 1 GiB). */
-  maxMessageSize?: number;
-  /** Largest frame payload this client accepts; default 512 KiB. */
-  maxFrameSize?: number;
-  /** Initial flow-control window of each stream; default 2 MiB. */
-  initialWindow?: number;
-  /** Streams the server may open at once; default 1024 (this client refuses them all). */
-  maxStreams?: number;
-  /** How long to wait for the server's preface; default 10 s. */
-  handshakeTimeoutMs?: number;
-}
-
-/** A stream's received message or end. */
-type Incoming = { msg: Uint8Array; cost: number };
-
-/** One call: a client-opened stream. */
-export class Stream {
-  readonly id: number;
-  /** Reply metadata (HEADERS from the server), once it arrived. */
-  header: Metadata | null = null;
-  /** Trailing metadata, once the call ended. */
-  trailer: Metadata | null = null;
-  /** The call's end: null for OK, else the error. Undefined while open. */
-  result: StatusError | null | undefined = undefined;
-
-  // receive side
-  queue: Incoming[] = [];
-  private waiters: (() => void)[] = [];
-  recvEnded = false; // the server's direction ended (TRAILERS or DATA|END)
-  partial: Uint8Array | null = null; // a chunked message being reassembled
-  filled = 0;
-  partialCost = 0;
-  recvWindow: number; // bytes the server may still send before our credit
-  unacked = 0; // consumed, not yet credited
-
-  // send side
-  sendWindow: number;
-  sendEnded = false;
-  pending: { msg: Uint8Array; off: number; end: boolean; first: boolean; resolve: () => void; reject: (e: Error) => void }[] = [];
-
-  constructor(
-    readonly session: Session,
-    id: number,
-  ) {
-    this.id = id;
-    this.recvWindow = session.local.initialWindow;
-    this.sendWindow = session.remote.initialWindow;
-  }
-
-  /** Resolves when something arrived or the stream ended. */
-  wait(): Promise<void> {
-    if (this.queue.length > 0 || this.result !== undefined) return Promise.resolve();
-    return new Promise((r) => this.waiters.push(r));
-  }
-
-  wake(): void {
-    const ws = this.waiters;
-    if (ws.length === 0) return;
-    this.waiters = [];
-    for (const w of ws) w();
-  }
-
-  /**
-   * Takes the next message, crediting its bytes to the server: null at
-   * the end of the server's messages (check result).
-   */
-  take(): Uint8Array | null {
-    const m = this.queue.shift();
-    if (!m) return null;
-    this.session.consumed(this, m.cost);
-    return m.msg;
-  }
-
-  /** Sends a message; resolves once it is all handed to the transport. */
-  send(msg: Uint8Array, end: boolean): Promise<void> {
-    return this.session.sendMessage(this, msg, end);
-  }
-
-  /** Half-closes the client's direction. */
-  closeSend(): void {
-    if (this.sendEnded || this.result !== undefined) return;
-    if (this.pending.length > 0) {
-      const last = this.pending[this.pending.length - 1];
-      last.end = true;
-      this.sendEnded = true;
-      return;
-    }
-    this.sendEnded = true;
-    this.session.frame(this.id, FrameType.Trailers, FLAG_END, EMPTY);
-  }
-
-  /** Abandons the call: CANCEL to the server, the call fails with err. */
-  cancel(err: StatusError): void {
-    if (this.result !== undefined) return;
-    this.session.frame(this.id, FrameType.Cancel, 0, EMPTY);
-    this.session.endStream(this, err);
-  }
-}
+export { Stream, tooLarge, type OpenGate, type SessionOptions, type Transport };
 
 const enum State {
   Handshake,
@@ -179,8 +71,7 @@ export class Session {
   private blocked: Stream[] = []; // streams waiting for credit
 
   // input
-  private chunks: Uint8Array[] = [];
-  private avail = 0;
+  private readonly input = new ByteQueue();
   private hdr: { length: number; stream: number; type: number; flags: number } | null = null;
 
   // output
@@ -219,6 +110,11 @@ export class Session {
       opts.handshakeTimeoutMs ?? 10_000,
     );
     transport.write([encodePreface(this.local)]);
+  }
+
+  /** Whether the connection has ended. */
+  get ended(): boolean {
+    return this.state === State.Closed;
   }
 
   /** Whether new calls may start. */
@@ -264,10 +160,8 @@ export class Session {
    * Opens a stream with its call header; END on it if the caller sends no
    * messages. Waits while the server's MaxStreams streams are open.
    */
-  async open(method: string, codec: number, timeoutMs: number | undefined, md: Metadata | undefined, first?: Uint8Array): Promise<Stream> {
-    while (this.usable && this.streams.size >= this.remote.maxStreams) {
-      await new Promise<void>((r) => this.openWaiters.push(r));
-    }
+  async open(method: string, codec: number, timeoutMs: number | undefined, md: Metadata | undefined, first?: Uint8Array, gate?: OpenGate): Promise<Stream> {
+    if (this.usable && this.streams.size >= this.remote.maxStreams) await this.waitSlot(gate);
     this.checkUsable();
     const timeoutUs = timeoutMs && timeoutMs > 0 ? Math.ceil(timeoutMs * 1000) : 0;
     const h = encodeCallHeader(method, codec, timeoutUs, md);
@@ -299,6 +193,29 @@ export class Session {
       void s.send(first, true).catch(() => {});
     }
     return s;
+  }
+
+  /** Waits while the server's MaxStreams streams are open, or until gate's call is canceled. */
+  private async waitSlot(gate: OpenGate | undefined): Promise<void> {
+    while (this.usable && this.streams.size >= this.remote.maxStreams) {
+      if (gate?.early) break;
+      await new Promise<void>((r) => {
+        this.openWaiters.push(r);
+        if (gate) {
+          gate.wakeOpen = () => {
+            const i = this.openWaiters.indexOf(r);
+            if (i >= 0) this.openWaiters.splice(i, 1);
+            r();
+          };
+        }
+      });
+      if (gate) gate.wakeOpen = null;
+    }
+    if (gate?.early) {
+      // A slot handed to this call passes on to the next.
+      if (this.streams.size < this.remote.maxStreams) this.openWaiters.shift()?.();
+      throw gate.early;
+    }
   }
 
   private checkUsable(): void {
@@ -518,8 +435,7 @@ export class Session {
 
   private onData(b: Uint8Array): void {
     if (this.state === State.Closed || b.length === 0) return;
-    this.chunks.push(b);
-    this.avail += b.length;
+    this.input.push(b);
     try {
       if (this.state === State.Handshake && !this.readPreface()) return;
       this.readFrames();
@@ -534,45 +450,10 @@ export class Session {
     }
   }
 
-  /** Takes n bytes off the input (n <= avail). */
-  private take(n: number): Uint8Array {
-    const c = this.chunks[0];
-    if (c.length === n) {
-      this.chunks.shift();
-      this.avail -= n;
-      return c;
-    }
-    if (c.length > n) {
-      this.chunks[0] = c.subarray(n);
-      this.avail -= n;
-      return c.subarray(0, n);
-    }
-    const b = new Uint8Array(n);
-    let o = 0;
-    while (o < n) {
-      const d = this.chunks[0];
-      const k = Math.min(d.length, n - o);
-      b.set(k === d.length ? d : d.subarray(0, k), o);
-      o += k;
-      if (k === d.length) this.chunks.shift();
-      else this.chunks[0] = d.subarray(k);
-    }
-    this.avail -= n;
-    return b;
-  }
-
-  private peekAll(): Uint8Array {
-    if (this.chunks.length === 1) return this.chunks[0];
-    const b = this.take(this.avail);
-    this.chunks = [b];
-    this.avail = b.length;
-    return b;
-  }
-
   private readPreface(): boolean {
     let r;
     try {
-      r = decodePreface(this.peekAll());
+      r = decodePreface(this.input.peekAll());
     } catch (e) {
       if (e instanceof WireError && e.kind === "incomplete") return false;
       if (e instanceof WireError) {
@@ -581,7 +462,7 @@ export class Session {
       }
       throw e;
     }
-    this.take(r.size);
+    this.input.take(r.size);
     this.remote = r.settings;
     this.connSend = 16 * this.remote.initialWindow;
     this.state = State.Open;
@@ -593,16 +474,16 @@ export class Session {
   private readFrames(): void {
     while (this.state === State.Open) {
       if (this.hdr === null) {
-        if (this.avail < HEADER_SIZE) return;
-        const h = this.take(HEADER_SIZE);
+        if (this.input.avail < HEADER_SIZE) return;
+        const h = this.input.take(HEADER_SIZE);
         const hdr = { length: readU32(h, 0), stream: readU32(h, 4), type: h[8], flags: h[9] };
         checkHeader(hdr, this.local.maxFrameSize);
         this.hdr = hdr;
       }
-      if (this.avail < this.hdr.length) return;
+      if (this.input.avail < this.hdr.length) return;
       const hdr = this.hdr;
       this.hdr = null;
-      const payload = hdr.length === 0 ? EMPTY : this.take(hdr.length);
+      const payload = hdr.length === 0 ? EMPTY : this.input.take(hdr.length);
       this.dispatch(hdr.stream, hdr.type, hdr.flags, payload);
     }
   }
@@ -789,10 +670,6 @@ export class Session {
     for (const w of this.openWaiters.splice(0)) w();
     if (this.streams.size === 0) this.shutdown();
   }
-}
-
-export function tooLarge(size: number, max: number): StatusError {
-  return new StatusError("resource_exhausted", `message of ${size} bytes is over the server's MaxMessageSize ${max}`);
 }
 
 export type { Code };

@@ -3,87 +3,12 @@
 // server-opened streams, tiny windows, protobuf echo.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import * as net from "node:net";
-import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { StringValueSchema } from "@bufbuild/protobuf/wkt";
-import { connect, StatusError } from "../dist/node.js";
+import { connect } from "../dist/node.js";
 import { protobuf } from "../dist/protobuf.js";
 import * as w from "../dist/wire.js";
-import { tempDir } from "./helpers.mjs";
-
-/**
- * Starts a fake server. onConn(peer) runs per connection after the
- * prefaces; peer.frames() yields the client's frames; peer.write(bytes).
- */
-async function fakeServer(onConn, { preface = w.encodePreface({}), skipPreface = false } = {}) {
-  const path = join(tempDir(), "fake.sock");
-  const conns = new Set();
-  const srv = net.createServer((sock) => {
-    conns.add(sock);
-    sock.on("error", () => {});
-    let buf = Buffer.alloc(0);
-    let clientSettings = null;
-    const queue = [];
-    let wake = null;
-    let ended = false;
-    sock.on("data", (d) => {
-      buf = Buffer.concat([buf, d]);
-      if (!clientSettings) {
-        try {
-          const p = w.decodePreface(buf);
-          clientSettings = p.settings;
-          buf = buf.subarray(p.size);
-          if (!skipPreface) sock.write(preface);
-          Promise.resolve(onConn(peer)).catch((e) => console.error("fake server:", e));
-        } catch (e) {
-          if (e.kind === "incomplete") return;
-          throw e;
-        }
-      }
-      for (;;) {
-        if (buf.length < 10) break;
-        const len = buf.readUInt32BE(0);
-        if (buf.length < 10 + len) break;
-        queue.push({ length: len, stream: buf.readUInt32BE(4), type: buf[8], flags: buf[9], payload: Buffer.from(buf.subarray(10, 10 + len)) });
-        buf = buf.subarray(10 + len);
-      }
-      if (wake) wake();
-    });
-    sock.on("close", () => {
-      ended = true;
-      if (wake) wake();
-    });
-    const peer = {
-      sock,
-      get clientSettings() {
-        return clientSettings;
-      },
-      write: (b) => sock.write(b),
-      frame: (stream, type, flags, payload = new Uint8Array(0)) => sock.write(w.encodeFrame(stream, type, flags, payload)),
-      async next(pred = () => true) {
-        for (;;) {
-          const i = queue.findIndex(pred);
-          if (i >= 0) return queue.splice(i, 1)[0];
-          if (ended) return null;
-          await new Promise((r) => (wake = r));
-          wake = null;
-        }
-      },
-      get closed() {
-        return ended;
-      },
-    };
-  });
-  await new Promise((r) => srv.listen(path, r));
-  return {
-    addr: `unix://${path}`,
-    close: () => {
-      for (const c of conns) c.destroy();
-      return new Promise((r) => srv.close(r));
-    },
-  };
-}
+import { fakeServer, rejectsWith } from "./fake.mjs";
 
 const H = w.FrameType;
 
@@ -99,14 +24,6 @@ function echo(peer) {
   })();
 }
 
-async function rejectsWith(p, code, re) {
-  await assert.rejects(p, (e) => {
-    assert.ok(e instanceof StatusError, `want a StatusError, got ${e?.stack ?? e}`);
-    assert.equal(e.code, code, e.message);
-    if (re) assert.match(e.message, re);
-    return true;
-  });
-}
 
 /** A call that the fake server answers with the given bytes; the connection must then be dropped. */
 async function connectionError(bytes, re) {
@@ -231,8 +148,10 @@ describe("fake server", () => {
     }
   });
 
-  test("GOAWAY: streams above last stream id fail unavailable, those below finish, no new calls", async () => {
+  test("GOAWAY: streams above last stream id fail unavailable, those below finish, new calls go to a new connection", async () => {
+    let conns = 0;
     const srv = await fakeServer(async (peer) => {
+      if (++conns > 1) return echo(peer);
       const a = await peer.next((f) => f.type === H.Data);
       const b = await peer.next((f) => f.type === H.Data);
       peer.frame(0, H.GoAway, 0, w.encodeGoAway({ lastStream: a.stream, code: 0, message: "restarting" }));
@@ -244,12 +163,16 @@ describe("fake server", () => {
     });
     try {
       const c = await connect(srv.addr);
+      const firstConn = c.closed;
       const first = c.call("T.M", "first");
       const second = c.call("T.M", "second");
       await rejectsWith(second, "unavailable", /restarting.*may be retried/);
-      await rejectsWith(c.call("T.M", "third"), "unavailable", /going away/);
+      // As the Go client: a new call dials a new connection.
+      assert.equal(await c.call("T.M", "third"), "third");
+      assert.equal(conns, 2);
       assert.equal(await first, "first");
-      await c.closed;
+      await firstConn;
+      await c.close();
     } finally {
       await srv.close();
     }

@@ -11,11 +11,12 @@ from ._client import Call, CallOptions, Client, ConnectOptions, Reply, connect
 from ._codec import Codec, JSONCodec, ProtoCodec, RawCodec
 from ._errors import CODE_NAMES, ProtocolError, StatusError
 from ._sync import SyncCall, SyncClient, connect_sync
-from ._transport import SAME_USER, Address, PeerCred, parse_address
+from ._transport import DEFAULT_ADDRESS, SAME_USER, Address, PeerCred, default_address, parse_address
 from ._wire import Settings
 
 __all__ = [
     "CODE_NAMES",
+    "DEFAULT_ADDRESS",
     "SAME_USER",
     "Address",
     "Call",
@@ -35,6 +36,7 @@ __all__ = [
     "SyncClient",
     "connect",
     "connect_sync",
+    "default_address",
     "parse_address",
 ]
 

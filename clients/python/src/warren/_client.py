@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Coroutine, Generator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from . import _wire as w
 from ._codec import Codec, pick
-from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, CallEnded, Connection, Stream, md_dict
+from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, CallEnded, Connection, Stream, deadline_error, md_dict
 from ._errors import StatusError
-from ._transport import Address, PeerCred, check_server_uid, make_ssl_context, open_transport, parse_address, peer_cred
+from ._transport import (
+    DEFAULT_ADDRESS,
+    SAME_USER,
+    Address,
+    PeerCred,
+    check_server_uid,
+    check_socket_owner,
+    default_address,
+    make_ssl_context,
+    open_transport,
+    parse_address,
+    peer_cred,
+)
 
 Metadata = Union[Mapping[str, Union[str, Sequence[str]]], Sequence[tuple[str, str]], None]
 CodecArg = Union[str, Codec, None]
@@ -31,14 +42,6 @@ class Reply(Generic[T]):
     trailer: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _timeout_us(timeout: float | None) -> int:
-    if timeout is None:
-        return 0
-    if timeout <= 0:
-        return 1
-    return math.ceil(timeout * 1e6)
-
-
 def _status_error(st: Stream, codec: Codec) -> StatusError:
     t = st.trailer
     assert t is not None
@@ -51,28 +54,6 @@ def _status_error(st: Stream, codec: Codec) -> StatusError:
     )
 
 
-class _Deadline:
-    """Fails a stream with deadline_exceeded (sending CANCEL) when its
-    timeout passes."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, st: Stream, timeout: float | None) -> None:
-        self.handle: asyncio.TimerHandle | None = None
-        if timeout is not None:
-            self.handle = st.conn.loop.call_later(max(timeout, 0), self._fire, st, timeout)
-            st.on_done = self.cancel
-
-    @staticmethod
-    def _fire(st: Stream, timeout: float) -> None:
-        st.cancel(StatusError("deadline_exceeded", f"the call's deadline of {timeout:g} s passed"))
-
-    def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-
 class Call:
     """A streaming call in progress. Which methods apply depends on the
     kind: a server stream is read (``async for``), a client stream is written
@@ -83,14 +64,12 @@ class Call:
     ended cancels it (the server is sent CANCEL; the connection stays up).
     """
 
-    def __init__(self, client: Client, method: str, codec: Codec, opener: Any, timeout: float | None) -> None:
+    def __init__(self, client: Client, method: str, codec: Codec, opener: Callable[[], Coroutine[Any, Any, Stream]]) -> None:
         self._client = client
         self.method = method
         self._codec = codec
         self._opener = opener
-        self._timeout = timeout
         self._st: Stream | None = None
-        self._deadline: _Deadline | None = None
         self._open_lock = asyncio.Lock()
 
     async def _stream(self) -> Stream:
@@ -98,7 +77,6 @@ class Call:
             async with self._open_lock:
                 if self._st is None:
                     self._st = await self._opener()
-                    self._deadline = _Deadline(self._st, self._timeout)
         return self._st
 
     def __del__(self) -> None:
@@ -120,11 +98,8 @@ class Call:
 
     async def aclose(self) -> None:
         """Cancels the call if it has not ended."""
-        if self._st is not None:
-            if not self._st.closed:
-                self._st.cancel()
-            if self._deadline is not None:
-                self._deadline.cancel()
+        if self._st is not None and not self._st.closed:
+            self._st.cancel()
 
     def cancel(self) -> None:
         """Abandons the call: sends CANCEL; the connection stays up."""
@@ -176,7 +151,7 @@ class Call:
             t = st.trailer
             if t is not None and t.code != 0:
                 raise _status_error(st, self._codec)
-            raise StatusError("internal", "the server ended the call without a reply")
+            raise StatusError("internal", f"{self.method}: no reply message")
         end = await st.recv()
         if end is not None:
             st.cancel()
@@ -205,16 +180,38 @@ class Call:
         return md_dict(st.trailer.metadata) if st is not None and st.trailer is not None else {}
 
 
-class Client:
-    """A connection to a warren server. Create it with :func:`connect`."""
+# The delay between connection attempts after failures: doubled from
+# _MIN_BACKOFF at each failure up to _MAX_BACKOFF (as the Go client).
+_MIN_BACKOFF = 0.05
+_MAX_BACKOFF = 5.0
 
-    def __init__(self, conn: Connection, transport: Any, address: Address, codec: CodecArg, peer: PeerCred | None) -> None:
-        self._conn = conn
-        self._transport = transport
+_Dial = Callable[[], Coroutine[Any, Any, tuple[Any, Connection, PeerCred | None]]]
+
+
+class Client:
+    """A client of a warren server. Create it with :func:`connect`.
+
+    Calls share one connection. When it is lost, the calls in flight fail
+    with ``unavailable`` and the next call dials again; after a failed
+    attempt, calls fail at once with that attempt's error until a backoff
+    (50 ms, doubling up to 5 s) has passed. A connection the server is
+    leaving (GOAWAY) finishes its calls while new calls go to a new one.
+    """
+
+    def __init__(self, dial: _Dial, address: Address, codec: CodecArg, first: tuple[Any, Connection, PeerCred | None]) -> None:
+        self._dial = dial
+        self._transport, self._conn, peer = first
+        self.peer = peer
+        """The server process's credentials (unix sockets on Linux), else None;
+        those of the current connection's server."""
         self.address = address
         self._codec: str | Codec = codec or "json"
-        self.peer = peer
-        """The server process's credentials (unix sockets on Linux), else None."""
+        self._old: list[tuple[Any, Connection]] = []  # connections left for a new one, still open
+        self._closing = False
+        self._dialing: asyncio.Future[None] | None = None
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._last_err: StatusError | None = None
 
     @property
     def server_settings(self) -> w.Settings:
@@ -224,7 +221,7 @@ class Client:
     @property
     def closed(self) -> bool:
         """Whether the connection is closed (by close(), by the server or
-        by an error)."""
+        by an error). Unless close() was called, the next call dials again."""
         return self._conn.closed
 
     async def __aenter__(self) -> Client:
@@ -234,18 +231,55 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the connection; calls in progress fail with unavailable."""
-        conn = self._conn
-        conn.close()
-        # What is still buffered gets a moment to go out; a server that
-        # does not read does not keep the connection open.
-        wc = getattr(self._transport, "wait_closed", None)
-        done = asyncio.ensure_future(wc()) if wc is not None else conn.lost
+        """Closes the connection; calls in progress fail with unavailable,
+        later calls too."""
+        self._closing = True
+        if self._dialing is not None:
+            await asyncio.shield(self._dialing)
+        conns = [*self._old, (self._transport, self._conn)]
+        self._old = []
+        await asyncio.gather(*(_close_conn(t, c) for t, c in conns))
+
+    async def _connection(self, deadline: float | None, timeout: float | None) -> Connection:
+        """The connection for a new call: the current one, or a new one."""
+        if deadline is None:
+            return await self._redial()
+        left = deadline - asyncio.get_running_loop().time()
         try:
-            await asyncio.wait_for(asyncio.shield(done), _CLOSE_GRACE)
+            return await asyncio.wait_for(self._redial(), max(left, 0))
         except asyncio.TimeoutError:
-            self._transport.abort()
-            await asyncio.wait({done}, timeout=_CLOSE_GRACE)
+            raise deadline_error(timeout) from None
+
+    async def _redial(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closing:
+                raise StatusError("unavailable", "the client was closed")
+            conn = self._conn
+            if not conn.closed and conn.goaway is None:
+                return conn
+            if self._dialing is not None:
+                await asyncio.shield(self._dialing)
+                continue
+            if loop.time() < self._retry_at and self._last_err is not None:
+                raise StatusError(self._last_err.code, self._last_err.message)
+            done = self._dialing = loop.create_future()
+            try:
+                transport, conn, cred = await self._dial()
+            except StatusError as e:
+                self._backoff = min(max(2 * self._backoff, _MIN_BACKOFF), _MAX_BACKOFF)
+                self._retry_at = loop.time() + self._backoff
+                self._last_err = e
+                raise
+            finally:
+                self._dialing = None
+                done.set_result(None)
+            self._backoff = 0.0
+            self._old = [(t, c) for t, c in self._old if not c.closed]
+            if not self._conn.closed:
+                self._old.append((self._transport, self._conn))
+            self._transport, self._conn, self.peer = transport, conn, cred
+            # close() waited for this attempt: it closes the new connection.
 
     async def call(
         self,
@@ -265,7 +299,8 @@ class Client:
         otherwise (``"json"``, ``"raw"``, ``"proto"`` or a Codec).
         metadata is a dict of strings or lists of strings, or a list of
         pairs. timeout is the call's deadline in seconds, which the server
-        sees too. Raises StatusError.
+        sees too: it covers the whole call, waiting for a connection, a
+        stream slot or flow-control credit included. Raises StatusError.
         """
         return (await self.invoke(method, request, metadata=metadata, timeout=timeout, codec=codec, response_type=response_type)).message
 
@@ -285,24 +320,32 @@ class Client:
         cd = pick(codec, request, response_type, self._codec)
         payload = cd.encode(request)
         conn = self._conn
-        st = await conn.open_stream(method, cd.id, _timeout_us(timeout), metadata, payload, True)
-        dl = _Deadline(st, timeout) if timeout is not None else None
-        try:
-            data = await st.recv()
-            if data is not None:
-                end = await st.recv()
-                if end is not None:
-                    st.cancel()
-                    raise StatusError("internal", f"{method}: the server sent more than one reply to a unary call")
-        finally:
-            if dl is not None:
-                dl.cancel()
+        deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)
+        if conn.closed or conn.goaway is not None or self._closing:
+            conn = await self._connection(deadline, timeout)
+        st = await conn.open_stream(method, cd.id, 0, metadata, payload, True, deadline=deadline, timeout=timeout)
+        data = await st.recv()
+        if data is not None:
+            end = await st.recv()
+            if end is not None:
+                st.cancel()
+                raise StatusError("internal", f"{method}: more than one reply message")
         t = st.trailer
         if t is not None and t.code != 0:
             raise _status_error(st, cd)
         if data is None:
-            raise StatusError("internal", f"{method}: the server ended the call without a reply")
+            raise StatusError("internal", f"{method}: no reply message")
         return Reply(cd.decode(data), md_dict(st.header or []), md_dict(t.metadata) if t is not None else {})
+
+    def _opener(self, method: str, cd: Codec, timeout: float | None, metadata: Metadata, payload: bytes | None, end: bool) -> Callable[[], Coroutine[Any, Any, Stream]]:
+        async def opener() -> Stream:
+            conn = self._conn
+            deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)
+            if conn.closed or conn.goaway is not None or self._closing:
+                conn = await self._connection(deadline, timeout)
+            return await conn.open_stream(method, cd.id, 0, metadata, payload, end, deadline=deadline, timeout=timeout)
+
+        return opener
 
     def stream(
         self,
@@ -315,16 +358,12 @@ class Client:
         response_type: Any = None,
     ) -> Call:
         """Calls a server-streaming method: iterate the returned call with
-        ``async for`` for the replies."""
+        ``async for`` for the replies. timeout counts from the call's
+        first use."""
         if request is None:
             request = {}
         cd = pick(codec, request, response_type, self._codec)
-        payload = cd.encode(request)
-
-        def opener() -> Any:
-            return self._conn.open_stream(method, cd.id, _timeout_us(timeout), metadata, payload, True)
-
-        return Call(self, method, cd, opener, timeout)
+        return Call(self, method, cd, self._opener(method, cd, timeout, metadata, cd.encode(request), True))
 
     def client_stream(
         self,
@@ -337,7 +376,8 @@ class Client:
     ) -> Call:
         """Opens a client-streaming call: ``send`` messages, then await
         ``response()``."""
-        return self._open(method, metadata, timeout, codec, response_type)
+        cd = pick(codec, None, response_type, self._codec)
+        return Call(self, method, cd, self._opener(method, cd, timeout, metadata, None, False))
 
     def bidi_stream(
         self,
@@ -350,25 +390,34 @@ class Client:
     ) -> Call:
         """Opens a bidirectional call: ``send`` and ``recv`` (or ``async
         for``) at will, ``close_send`` when done sending."""
-        return self._open(method, metadata, timeout, codec, response_type)
-
-    def _open(self, method: str, metadata: Metadata, timeout: float | None, codec: CodecArg, response_type: Any) -> Call:
         cd = pick(codec, None, response_type, self._codec)
-
-        def opener() -> Any:
-            return self._conn.open_stream(method, cd.id, _timeout_us(timeout), metadata, None, False)
-
-        return Call(self, method, cd, opener, timeout)
+        return Call(self, method, cd, self._opener(method, cd, timeout, metadata, None, False))
 
     async def ping(self, timeout: float | None = 10) -> float:
         """Sends a PING and returns the round-trip time in seconds."""
-        loop = self._conn.loop
+        conn = self._conn
+        loop = conn.loop
         t0 = loop.time()
         try:
-            await asyncio.wait_for(self._conn.ping(), timeout)
+            if conn.closed or conn.goaway is not None or self._closing:
+                conn = await self._connection(None if timeout is None else t0 + timeout, timeout)
+            await asyncio.wait_for(conn.ping(), None if timeout is None else max(t0 + timeout - loop.time(), 0))
         except asyncio.TimeoutError:
             raise StatusError("deadline_exceeded", "no answer to PING") from None
         return loop.time() - t0
+
+
+async def _close_conn(transport: Any, conn: Connection) -> None:
+    conn.close()
+    # What is still buffered gets a moment to go out; a server that
+    # does not read does not keep the connection open.
+    wc = getattr(transport, "wait_closed", None)
+    done = asyncio.ensure_future(wc()) if wc is not None else conn.lost
+    try:
+        await asyncio.wait_for(asyncio.shield(done), _CLOSE_GRACE)
+    except asyncio.TimeoutError:
+        transport.abort()
+        await asyncio.wait({done}, timeout=_CLOSE_GRACE)
 
 
 class CallOptions(TypedDict, total=False):
@@ -384,6 +433,7 @@ class ConnectOptions(TypedDict, total=False):
     """The keyword options of :func:`connect` (and :func:`connect_sync`)."""
 
     codec: CodecArg
+    token: str | None
     server_uid: int | str | None
     ssl: Any
     ca: str | None
@@ -417,10 +467,21 @@ class _Connector:
             await self._client.close()
 
 
+def _bearer(headers: dict[str, str] | None) -> str | None:
+    """The token of an "Authorization: Bearer TOKEN" header."""
+    for k, v in (headers or {}).items():
+        if k.lower() == "authorization":
+            scheme, _, tok = v.strip().partition(" ")
+            if scheme.lower() == "bearer" and tok.strip():
+                return tok.strip()
+    return None
+
+
 def connect(
     address: str,
     *,
     codec: CodecArg = "json",
+    token: str | None = None,
     server_uid: int | str | None = None,
     ssl: Any = None,
     ca: str | None = None,
@@ -439,17 +500,28 @@ def connect(
     end; ``client = await warren.connect(addr)`` leaves that to you.
 
     address is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
-    tls://host:port, ws://host:port/path or wss://host:port/path.
+    tls://host:port, ws://host:port/path, wss://host:port/path, or
+    "default": the address ``warren serve`` listens on without --addr
+    ($XDG_RUNTIME_DIR/warren/warren.sock, else warren-UID/warren.sock in
+    the temporary directory; see :func:`default_address`), where the server
+    must run as this user (server_uid "same" unless given).
 
     codec is the calls' default codec ("json", "raw", "proto" or a Codec).
-    server_uid (unix sockets): the uid the server process must run as,
-    checked with the kernel's credentials (SO_PEERCRED); "same" means this
-    process's effective uid. ssl (an ssl.SSLContext) or ca, cert, key,
-    server_hostname configure tls:// and wss://; ws_headers are added to
-    the WebSocket handshake. max_message_size bounds the messages the
-    client accepts; max_frame_size and initial_window are the frame size
-    and per-stream window it announces. handshake_timeout (seconds) bounds
-    connecting and the server's preface.
+    token, for servers that require one (``warren serve`` on a network
+    address), is sent with every call as the metadata ``authorization:
+    Bearer TOKEN`` and as the header ``Authorization: Bearer TOKEN`` of a
+    WebSocket handshake; an Authorization header in ws_headers counts as
+    the token too. server_uid (unix sockets): the uid the server process
+    must run as, checked with the kernel's credentials (SO_PEERCRED);
+    "same" means this process's effective uid. ssl (an ssl.SSLContext) or
+    ca, cert, key, server_hostname configure tls:// and wss://; ws_headers
+    are added to the WebSocket handshake. max_message_size bounds the
+    messages the client accepts; max_frame_size and initial_window are the
+    frame size and per-stream window it announces. handshake_timeout
+    (seconds) bounds connecting and the server's preface.
+
+    The connection is made before connect returns; after it is lost, the
+    next call dials again (see :class:`Client`).
 
     Raises ValueError for a bad address or option, StatusError
     (``unavailable``, or ``permission_denied`` for server_uid) when the
@@ -457,7 +529,11 @@ def connect(
     """
 
     async def run() -> Client:
-        a = parse_address(address)
+        nonlocal server_uid, token
+        is_default = address == DEFAULT_ADDRESS
+        a = parse_address(default_address() if is_default else address)
+        if is_default and server_uid is None:
+            server_uid = SAME_USER
         if server_uid is not None and a.scheme != "unix":
             raise ValueError("server_uid applies to unix sockets only")
         ctx = make_ssl_context(ssl, ca, cert, key) if a.scheme in ("tls", "wss") else None
@@ -469,37 +545,55 @@ def connect(
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"{name}={v!r} is outside {lo}..{hi}")
         pick(codec, None, None, "json")  # a ValueError now for an unknown codec
+        headers = dict(ws_headers or {})
+        if token is None:
+            token = _bearer(headers)
+        elif _bearer(headers) is None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers["Authorization"] = f"Bearer {token}"
+        if token is not None and (not token or any(c in token for c in "\r\n")):
+            raise ValueError("token must be a non-empty string without line breaks")
+        base_md = [("authorization", f"Bearer {token}")] if token is not None else None
+        if server_uid is not None:
+            check_server_uid(None, server_uid, validate_only=True)
 
         def factory() -> Connection:
-            return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window)
+            return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window, metadata=base_md)
 
-        try:
-            transport, conn = await asyncio.wait_for(
-                open_transport(
-                    a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=ws_headers,
-                    ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
-                ),
-                handshake_timeout,
-            )
-        except asyncio.TimeoutError:
-            raise StatusError("unavailable", f"cannot connect to {a} within {handshake_timeout:g} s") from None
-        cred = None
-        try:
-            if a.scheme == "unix":
-                sock = transport.get_extra_info("socket")
-                cred = peer_cred(sock) if sock is not None else None
-                check_server_uid(cred, server_uid)
+        async def dial() -> tuple[Any, Connection, PeerCred | None]:
             try:
-                await asyncio.wait_for(asyncio.shield(conn.ready), handshake_timeout)
+                transport, conn = await asyncio.wait_for(
+                    open_transport(
+                        a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=headers,
+                        ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
+                    ),
+                    handshake_timeout,
+                )
             except asyncio.TimeoutError:
-                raise StatusError("unavailable", f"no warren preface from {address} within {handshake_timeout:g} s") from None
-        except BaseException:
-            transport.close()
-            conn._shutdown(StatusError("unavailable", "connection abandoned"))
-            wc = getattr(transport, "wait_closed", None)
-            if wc is not None:
-                await asyncio.gather(wc(), return_exceptions=True)
-            raise
-        return Client(conn, transport, a, codec, cred)
+                raise StatusError("unavailable", f"cannot connect to {a} within {handshake_timeout:g} s") from None
+            cred = None
+            try:
+                if a.scheme == "unix":
+                    sock = transport.get_extra_info("socket")
+                    cred = peer_cred(sock) if sock is not None else None
+                    if cred is None and server_uid == SAME_USER:
+                        # No SO_PEERCRED here: the socket file must be ours.
+                        check_socket_owner(a.address)
+                    else:
+                        check_server_uid(cred, server_uid)
+                try:
+                    await asyncio.wait_for(asyncio.shield(conn.ready), handshake_timeout)
+                except asyncio.TimeoutError:
+                    raise StatusError("unavailable", f"no warren preface from {a} within {handshake_timeout:g} s") from None
+            except BaseException:
+                transport.close()
+                conn._shutdown(StatusError("unavailable", "connection abandoned"))
+                wc = getattr(transport, "wait_closed", None)
+                if wc is not None:
+                    await asyncio.gather(wc(), return_exceptions=True)
+                raise
+            return transport, conn, cred
+
+        return Client(dial, a, codec, await dial())
 
     return _Connector(run)

@@ -16,6 +16,36 @@ from ._errors import StatusError
 
 SAME_USER = "same"
 
+# The address keyword of the per-user default socket (see default_address).
+DEFAULT_ADDRESS = "default"
+
+
+def default_address() -> str:
+    """The per-user default address, where ``warren serve`` listens without
+    --addr: unix://$XDG_RUNTIME_DIR/warren/warren.sock when XDG_RUNTIME_DIR
+    is an absolute path, else unix://TMP/warren-UID/warren.sock, TMP being
+    $TMPDIR or /tmp and UID the effective uid. connect("default") connects
+    there and requires the server to run as this user."""
+    x = os.environ.get("XDG_RUNTIME_DIR", "")
+    if x and os.path.isabs(x):
+        d = os.path.join(x, "warren")
+    else:
+        d = os.path.join(os.path.abspath(os.environ.get("TMPDIR") or "/tmp"), f"warren-{os.geteuid()}")
+    return "unix://" + os.path.normpath(os.path.join(d, "warren.sock"))
+
+
+def check_socket_owner(path: str) -> None:
+    """Where the kernel does not tell a unix socket's peer (no
+    SO_PEERCRED), requires the socket file and its directory to belong to
+    this user, the directory writable by no one else."""
+    me = os.geteuid()
+    for p, what in ((os.path.dirname(path) or ".", "directory"), (path, "socket file")):
+        st = os.lstat(p)
+        if st.st_uid != me:
+            raise StatusError("permission_denied", f"the {what} {p} belongs to uid {st.st_uid}, not to this user (uid {me})")
+        if what == "directory" and st.st_mode & 0o022:
+            raise StatusError("permission_denied", f"the directory {p} is writable by others (mode {st.st_mode & 0o777:#o})")
+
 
 @dataclass(frozen=True)
 class Address:
@@ -88,12 +118,16 @@ def peer_cred(sock: socket.socket) -> PeerCred | None:
     return PeerCred(pid, uid, gid)
 
 
-def check_server_uid(cred: PeerCred | None, server_uid: int | str | None) -> None:
+def check_server_uid(cred: PeerCred | None, server_uid: int | str | None, *, validate_only: bool = False) -> None:
+    """Checks the server's credentials against server_uid (an int,
+    SAME_USER or None); with validate_only, only that server_uid is valid."""
     if server_uid is None:
         return
     want = os.geteuid() if server_uid == SAME_USER else server_uid
-    if not isinstance(want, int):
+    if not isinstance(want, int) or isinstance(want, bool):
         raise ValueError(f"server_uid must be an int, {SAME_USER!r} or None, not {server_uid!r}")
+    if validate_only:
+        return
     if cred is None:
         raise StatusError("permission_denied", "the server's credentials are not available on this system (SO_PEERCRED)")
     if cred.uid != want:
