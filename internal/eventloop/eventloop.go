@@ -2,8 +2,8 @@
 // (rpc.ServerOptions.EventLoop): on Linux, one epoll loop per Serve call
 // serves the connections of a unix, tcp or ws:// listener, and WebSocket
 // connections the HTTP bridge upgraded, instead of a goroutine per
-// connection. An idle connection is a record of about 136 bytes in the
-// loop's table; a session (mux.NewFed) exists only while it is active.
+// connection. An idle connection is only its record in the loop's table;
+// a session (mux.NewFed) exists only while it is active.
 //
 // The loop reaches the server through Core, which package rpc implements
 // (rpc/eventloop.go): admission (admit.Core), the server's side of each
@@ -82,7 +82,9 @@ type Session interface {
 // Options configure a loop.
 type Options struct {
 	// Settings are the server's (before WithDefaults).
-	Settings         wire.Settings
+	Settings wire.Settings
+	// HandshakeTimeout bounds a new connection's handshake; it must be
+	// positive.
 	HandshakeTimeout time.Duration
 	// ReadTimeout bounds how long a frame may take to arrive once its
 	// first byte has; 0: no bound.

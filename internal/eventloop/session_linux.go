@@ -144,8 +144,8 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 }
 
 // handoff gives a connection whose peer sent an HTTP request to the
-// goroutine mode (Core.ServeConn, which serves it on the HTTP bridge), with the
-// bytes read so far.
+// goroutine mode (Core.ServeConn, which serves it on the HTTP bridge), with
+// the bytes read so far.
 func (l *evLoop) handoff(rec *loopConn, data []byte) {
 	fd := int(rec.fd)
 	l.p.Del(fd)

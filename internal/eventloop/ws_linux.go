@@ -23,13 +23,13 @@ import (
 	"github.com/warrenipc/warren/transport"
 )
 
-// WebSocket connections on the event loop. The opening handshake runs in
-// goroutine mode, as it does without the loop: for a ws:// listener on a
-// goroutine that the loop starts for a connection it accepted, for an
-// upgrade through the HTTP bridge on the bridge's goroutine (serveWebSocket).
-// Then the connection's descriptor is duplicated, the net.Conn closed (it
-// leaves the runtime poller) and the descriptor handed to the loop with the
-// bytes read past the handshake (submit); the loop takes it (adopt) like a
+// WebSocket connections on the event loop. On a ws:// listener the loop
+// reads the opening handshake's request itself and answers it with the
+// listener's checks (wsHandshake, upgrade). An upgrade through the HTTP
+// bridge runs on the bridge's goroutine; then the connection's descriptor
+// is duplicated, the net.Conn closed (it leaves the runtime poller) and the
+// descriptor handed to the loop with the bytes read past the handshake
+// (HandoffConn.Adopt, submit). Either way the loop takes it (adopt) like a
 // connection it accepted, with the flWS flag. From then on the loop reads
 // the socket into its buffer and an evloop.Framing (wsframe.Decoder) turns
 // what it read into warren bytes, in place, keeping at most a frame header
