@@ -15,7 +15,7 @@ import (
 // admit.Core (s.adm), which holds the policy, the connection limits, idle
 // shedding, the handshake and refusal caps, the rate limiters and the
 // drain. This file is the goroutine mode's side of it; the event loop's is
-// in eventloop_admit_linux.go.
+// in internal/eventloop (admit_linux.go).
 
 func (s *Server) initAdmission() {
 	s.adm = admit.New(admit.Limits{

@@ -95,6 +95,23 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	}
 }
 
+// callConfig sets the mux.Config callbacks that make sc's calls, in every
+// engine: NewStream, OnStream, OnReset and OnEnd.
+func (sc *serverConn) callConfig(cfg *mux.Config) {
+	cfg.NewStream = newServerStream
+	cfg.OnStream = sc.onStream
+	cfg.OnReset = resetServerCall
+	cfg.OnEnd = endCall
+}
+
+func newServerStream() *mux.Stream {
+	c := new(serverCall)
+	c.st.Owner = c
+	return &c.st
+}
+
+func resetServerCall(st *mux.Stream, _ error) { st.Owner.(*serverCall).abandon() }
+
 // onRequest starts an admitted call once its request message is in. It runs
 // inline on the reader goroutine: no goroutine switch, and the replies to
 // requests read together leave in one write. A call that runs long hands
@@ -102,15 +119,25 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 // others on its connection by about a millisecond at most. Large
 // requests go to a worker goroutine.
 func (sc *serverConn) onRequest(st *mux.Stream) {
+	if sc.srv.startCall(st) {
+		st.RunInline(runCall)
+	}
+}
+
+// startCall is called once the request of st's call is in (OnRequest, in
+// every engine). It reports whether the call is to run inline: an admitted
+// unary call with a small request, unless NoInline. It hands other
+// admitted unary calls to a worker; streams started at OnStream.
+func (s *Server) startCall(st *mux.Stream) (inline bool) {
 	c := st.Owner.(*serverCall)
 	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
-		return
+		return false
 	}
-	if !sc.srv.opts.NoInline && st.PendingSize() <= inlineMax {
-		st.RunInline(runCall)
-		return
+	if !s.opts.NoInline && st.PendingSize() <= inlineMax {
+		return true
 	}
-	sc.srv.dispatch(c)
+	s.dispatch(c)
+	return false
 }
 
 // inlineMax is the largest request run inline: larger ones are dominated by

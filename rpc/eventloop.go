@@ -1,38 +1,23 @@
 package rpc
 
 import (
+	"context"
+	"log/slog"
 	"net"
-	"sync/atomic"
 	"time"
 
+	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/mux"
-	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
 )
 
-// Event-loop mode (ServerOptions.EventLoop) serves the connections of a unix
-// or tcp listener from one epoll loop per Serve call instead of a goroutine
-// per connection. The Linux implementation is in eventloop_linux.go; on other
-// platforms, and for listeners the loop cannot handle, Serve falls back to
-// the goroutine mode. See ARCHITECTURE.md, "Event loop".
-
-// evServer is a Server's event-loop state.
-type evServer struct {
-	// peak is the most entries Server.conns had since it was last
-	// rebuilt: a map never gives back the room it grew to, so once most
-	// sessions have hibernated it is copied into a smaller one. Protected
-	// by Server.mu.
-	peak int
-
-	loops        atomic.Int32  // event loops running
-	hibernations atomic.Uint64 // sessions that went idle and were dropped
-	wakes        atomic.Uint64 // sessions rebuilt for a connection that sent something
-	takeovers    atomic.Uint64 // loops taken over from a call that ran too long inline
-}
-
-// loopsStarted counts the event loops started, so that the tests can tell
-// that one served them.
-var loopsStarted atomic.Uint64
+// Event-loop mode (ServerOptions.EventLoop) serves the connections of a
+// listener from an epoll loop (package internal/eventloop, Linux) instead
+// of a goroutine per connection. This file is the server's side of it:
+// loopCore, the eventloop.Core the loops reach the server through, and
+// loopSession, the eventloop.Session of one connection. See
+// ARCHITECTURE.md, "Event loop".
 
 // defaultReadTimeout is ServerOptions.ReadTimeout's default.
 const defaultReadTimeout = 30 * time.Second
@@ -47,25 +32,23 @@ func (s *Server) readTimeout() time.Duration {
 	return s.opts.ReadTimeout
 }
 
-func newServerStream() *mux.Stream {
-	c := new(serverCall)
-	c.st.Owner = c
-	return &c.st
-}
-
-func resetServerCall(st *mux.Stream, _ error) { st.Owner.(*serverCall).abandon() }
-
-// handoffConn is a connection the event loop hands to the goroutine mode (an
-// HTTP request on a warren socket): it replays the bytes the loop has read,
-// and carries the peer the loop identified.
-type handoffConn struct {
-	net.Conn
-	prefix []byte
-	peer   *peer.Peer
-	// adopt hands a WebSocket connection upgraded on the bridge back to
-	// the loop: the net.Conn (which it closes), the bytes read past the
-	// opening handshake and the peer. It reports whether the loop took it.
-	adopt func(net.Conn, []byte, *peer.Peer) bool
+// serveEventLoop serves l from an event loop until the server closes.
+// handled is false when the loop cannot serve l: Serve then uses the
+// goroutine mode.
+func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
+	handled, err = eventloop.Serve((*loopCore)(s), l, &eventloop.Options{
+		Settings:         s.opts.Settings,
+		HandshakeTimeout: s.handshakeTimeout(),
+		ReadTimeout:      s.readTimeout(),
+		IdleTimeout:      s.opts.IdleTimeout,
+		SharedMin:        s.opts.SharedThreshold,
+		MaxShared:        s.opts.MaxSharedBytes,
+		Counters:         &s.ev,
+	})
+	if err == eventloop.ErrServerClosed {
+		err = ErrServerClosed
+	}
+	return handled, err
 }
 
 // adoptWebSocket hands conn, a WebSocket connection that the HTTP bridge
@@ -74,41 +57,74 @@ type handoffConn struct {
 // is uncounted, since the loop counts the connection again. It reports
 // whether conn was taken (and is no longer the caller's).
 func (s *Server) adoptWebSocket(sc *serverConn, conn net.Conn) bool {
-	hc, ok := sc.conn.(*handoffConn)
-	if !ok || hc.adopt == nil {
-		return false
-	}
-	_, buffered, ok := transportinternal.WSDetach(conn)
-	if !ok {
-		return false
-	}
-	// Bytes the bridge had not read yet follow those it buffered.
-	buffered = append(buffered, hc.prefix...)
-	hc.prefix = nil
-	s.removeConn(sc)
-	hc.adopt(hc.Conn, buffered, hc.peer)
-	return true
+	hc, ok := sc.conn.(*eventloop.HandoffConn)
+	return ok && hc.Adopt(conn, func() { s.removeConn(sc) })
 }
 
-func (c *handoffConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
+// loopCore is a Server as its event loops see it.
+type loopCore Server
+
+var _ eventloop.Core = (*loopCore)(nil)
+
+func (k *loopCore) Admission() *admit.Core        { return k.adm }
+func (k *loopCore) Logger() *slog.Logger          { return k.logger }
+func (k *loopCore) Closing() <-chan struct{}      { return k.closed }
+func (k *loopCore) Context() context.Context      { return k.ctx }
+func (k *loopCore) ServeConn(c net.Conn)          { (*Server)(k).ServeConn(c) }
+func (k *loopCore) OnRequest(st *mux.Stream) bool { return (*Server)(k).startCall(st) }
+func (k *loopCore) Run(st *mux.Stream)            { runCall(st) }
+func (k *loopCore) Dispatch(st *mux.Stream)       { (*Server)(k).dispatch(st.Owner.(*serverCall)) }
+
+func (k *loopCore) Go(fn func()) {
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		fn()
+	}()
 }
 
-// Peer returns the peer the event loop identified.
-func (c *handoffConn) Peer() *peer.Peer { return c.peer }
+func (k *loopCore) NewSession(c net.Conn, p *peer.Peer, adm *admit.Conn, cfg *mux.Config) eventloop.Session {
+	s := (*Server)(k)
+	sc := &serverConn{srv: s, conn: c, peer: p, adm: adm}
+	sc.ac.Touch()
+	sc.ctx = peer.NewContext(s.ctx, p)
+	sc.callConfig(cfg)
+	return (*loopSession)(sc)
+}
 
-// NetConn returns the underlying connection.
-func (c *handoffConn) NetConn() net.Conn { return c.Conn }
+// loopSession is a serverConn as an event loop sees it. Its admission is
+// in the loop's record of the connection, which outlives the session.
+type loopSession serverConn
 
-// CloseWrite closes the write side, which net/http uses to end a response.
-func (c *handoffConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
+func (ls *loopSession) Calls() *admit.Conn { return &ls.ac }
+
+func (ls *loopSession) Register(sess *mux.Session) (closing bool) {
+	sc := (*serverConn)(ls)
+	s := sc.srv
+	sc.lim = sc.adm.Limiter()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc.sess = sess
+	if s.conns == nil {
+		s.conns = map[*admit.Conn]*serverConn{}
 	}
-	return nil
+	s.conns[sc.adm] = sc
+	s.loopPeak = max(s.loopPeak, len(s.conns))
+	return s.closing
+}
+
+func (ls *loopSession) Unregister() {
+	s := ls.srv
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, ls.adm)
+	if n := len(s.conns); s.loopPeak >= 4096 && n < s.loopPeak/8 {
+		// Most sessions hibernated after a burst: give back the room the
+		// map grew to.
+		m := make(map[*admit.Conn]*serverConn, n)
+		for k, sc := range s.conns {
+			m[k] = sc
+		}
+		s.conns, s.loopPeak = m, n
+	}
 }

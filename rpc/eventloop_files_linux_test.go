@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/shm"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
@@ -26,9 +27,9 @@ import (
 // onLoop runs fn and fails if no event loop started meanwhile.
 func onLoop(t *testing.T, fn func()) {
 	t.Helper()
-	before := loopsStarted.Load()
+	before := eventloop.Started.Load()
 	fn()
-	if loopsStarted.Load() == before {
+	if eventloop.Started.Load() == before {
 		t.Fatal("no event loop served the test")
 	}
 }
@@ -127,9 +128,9 @@ func TestEventLoopFilesHibernate(t *testing.T) {
 	waitHibernations := func(n uint64) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for srv.ev.hibernations.Load() < n {
+		for srv.ev.Hibernations.Load() < n {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d hibernations, want %d", srv.ev.hibernations.Load(), n)
+				t.Fatalf("%d hibernations, want %d", srv.ev.Hibernations.Load(), n)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -155,9 +156,9 @@ func TestEventLoopFilesHibernate(t *testing.T) {
 	}
 	c.Close() // count only the raw connection's hibernations
 	time.Sleep(100 * time.Millisecond)
-	h := srv.ev.hibernations.Load()
-	time.Sleep(4 * hibernateAfter)
-	if got := srv.ev.hibernations.Load(); got != h {
+	h := srv.ev.Hibernations.Load()
+	time.Sleep(4 * eventloop.HibernateAfter)
+	if got := srv.ev.Hibernations.Load(); got != h {
 		t.Fatalf("a connection with descriptors waiting hibernated (%d, %d before)", got, h)
 	}
 	if n := countFDs(t); n < before+2 {

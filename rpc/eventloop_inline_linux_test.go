@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Calls run inline on the event loop (eventloop_inline_linux.go).
+// Calls run inline on the event loop (internal/eventloop, inline_linux.go).
 
 // handlerPlace records where a handler ran: "loop" inline on the event
 // loop, "worker" on a worker goroutine.
@@ -23,7 +23,7 @@ func handlerPlace() string {
 	buf := make([]byte, 64<<10)
 	st := string(buf[:runtime.Stack(buf, false)])
 	switch {
-	case strings.Contains(st, "rpc.(*evLoop).runInline"):
+	case strings.Contains(st, "eventloop.(*evLoop).runInline"):
 		return "loop"
 	case strings.Contains(st, "rpc.(*Server).worker"):
 		return "worker"
@@ -94,7 +94,7 @@ func TestEventLoopInlinePlace(t *testing.T) {
 
 // TestEventLoopInlineBlockedHandler: a handler that blocks on the loop
 // holds up neither the other connections nor the other calls of its own
-// connection: the loop is taken over after about inlineBudget. The
+// connection: the loop is taken over after about eventloop.InlineBudget. The
 // blocked call still gets its reply once it returns.
 func TestEventLoopInlineBlockedHandler(t *testing.T) {
 	srv := loopServer(nil)
@@ -137,7 +137,7 @@ func TestEventLoopInlineBlockedHandler(t *testing.T) {
 		t.Fatalf("the blocked call ended early: %v", err)
 	default:
 	}
-	if n := srv.ev.takeovers.Load(); n == 0 {
+	if n := srv.ev.Takeovers.Load(); n == 0 {
 		t.Error("no takeover")
 	}
 	close(release)
@@ -150,7 +150,7 @@ func TestEventLoopInlineBlockedHandler(t *testing.T) {
 
 // TestEventLoopInlineStall: while handlers sleep on the loop, another
 // connection's calls keep completing (the loop is taken over after about
-// inlineBudget), and the latencies show how long they were held up.
+// eventloop.InlineBudget), and the latencies show how long they were held up.
 func TestEventLoopInlineStall(t *testing.T) {
 	const nap = 200 * time.Millisecond
 	srv := loopServer(nil)
@@ -169,7 +169,7 @@ func TestEventLoopInlineStall(t *testing.T) {
 		return req, nil
 	})
 	a, b := twoLoopClients(t, srv)
-	before := srv.ev.takeovers.Load()
+	before := srv.ev.Takeovers.Load()
 
 	done := make(chan error, 1)
 	go func() {
@@ -214,7 +214,7 @@ func TestEventLoopInlineStall(t *testing.T) {
 			served++
 		}
 	}
-	takeovers := srv.ev.takeovers.Load() - before
+	takeovers := srv.ev.Takeovers.Load() - before
 	slices.Sort(lat)
 	t.Logf("%d calls while %d handlers slept on the loop (%d takeovers; calls completed during %d of the sleeps): median %v, slowest %v",
 		len(lat), len(naps), takeovers, served, lat[len(lat)/2], lat[max(0, len(lat)-5):])
@@ -287,8 +287,8 @@ func TestEventLoopInlineMixed(t *testing.T) {
 		t.Error(err)
 	}
 	waitCalls(t, srv, 0)
-	t.Logf("%d takeovers", srv.ev.takeovers.Load())
-	if srv.ev.takeovers.Load() == 0 {
+	t.Logf("%d takeovers", srv.ev.Takeovers.Load())
+	if srv.ev.Takeovers.Load() == 0 {
 		t.Error("no takeover")
 	}
 }
@@ -306,7 +306,7 @@ func TestEventLoopInlineCloseWhileBlocked(t *testing.T) {
 	defer c.Close()
 	res := make(chan error, 1)
 	go func() { res <- c.Invoke(context.Background(), "Bad.Hold", []byte("h"), new([]byte)) }()
-	waitLoop(t, "the takeover", func() bool { return srv.ev.takeovers.Load() > 0 })
+	waitLoop(t, "the takeover", func() bool { return srv.ev.Takeovers.Load() > 0 })
 	closed := make(chan struct{})
 	go func() { srv.Close(); close(closed) }()
 	select {

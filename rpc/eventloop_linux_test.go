@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
@@ -36,7 +37,7 @@ func startLoop(t testing.TB, srv *Server) *badEnv {
 		t.Fatal("startLoop needs ServerOptions.EventLoop")
 	}
 	e := startBad(t, srv)
-	for deadline := time.Now().Add(5 * time.Second); srv.ev.loops.Load() == 0; {
+	for deadline := time.Now().Add(5 * time.Second); srv.ev.Loops.Load() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("no event loop started")
 		}
@@ -78,7 +79,7 @@ func serverGoroutines() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "rpc.(*Server)") || strings.Contains(g, "rpc.(*evLoop)") || strings.Contains(g, "mux.(*Session).readLoop") {
+		if strings.Contains(g, "rpc.(*Server)") || strings.Contains(g, "eventloop.(*evLoop)") || strings.Contains(g, "mux.(*Session).readLoop") {
 			count++
 		}
 	}
@@ -133,7 +134,7 @@ func TestEventLoopHalfFrameStaller(t *testing.T) {
 	}
 	for i, c := range conns {
 		expectClosed(t, c, 5*time.Second)
-		if el := time.Since(start); i == 0 && el < readTimeout-tick {
+		if el := time.Since(start); i == 0 && el < readTimeout-eventloop.Tick {
 			t.Errorf("a staller was closed after %v, before the read timeout %v", el, readTimeout)
 		}
 	}
@@ -165,7 +166,7 @@ func TestEventLoopManyIdle(t *testing.T) {
 		}
 	}()
 	waitConns(t, srv, n)
-	waitLoop(t, "the sessions to hibernate", func() bool { return srv.ev.hibernations.Load() >= n })
+	waitLoop(t, "the sessions to hibernate", func() bool { return srv.ev.Hibernations.Load() >= n })
 	g := serverGoroutines()
 	t.Logf("%d idle connections: %d server goroutines", n, g)
 	if g > 2+n/100 { // the loop, its watcher, and a few workers
@@ -273,7 +274,7 @@ func TestEventLoopNoFDLeak(t *testing.T) {
 		for _, c := range clients[8:] {
 			c.Close()
 		}
-		waitLoop(t, "hibernation", func() bool { return srv.ev.hibernations.Load() > 0 })
+		waitLoop(t, "hibernation", func() bool { return srv.ev.Hibernations.Load() > 0 })
 		var raws []net.Conn
 		dial := func() net.Conn {
 			c, err := net.Dial("unix", path)
@@ -317,10 +318,10 @@ func TestEventLoopNoFDLeak(t *testing.T) {
 func TestEventLoopFallback(t *testing.T) {
 	t.Run("tls", func(t *testing.T) {
 		srv := loopServer(nil)
-		before := loopsStarted.Load()
+		before := eventloop.Started.Load()
 		env := startMatrix(t, mxTransports[3], srv, nil)
 		checkServing(t, env.client, "over tls")
-		if loopsStarted.Load() != before {
+		if eventloop.Started.Load() != before {
 			t.Fatal("an event loop served a tls listener")
 		}
 	})
@@ -343,7 +344,7 @@ func TestEventLoopFallback(t *testing.T) {
 		}
 		defer c.Close()
 		checkServing(t, c, "wrapped")
-		if srv.ev.loops.Load() != 0 {
+		if srv.ev.Loops.Load() != 0 {
 			t.Fatal("an event loop served a wrapped listener")
 		}
 	})
@@ -355,9 +356,9 @@ type wrappedListener struct{ net.Listener }
 func TestEventLoopTCP(t *testing.T) {
 	srv := loopServer(nil)
 	env := startMatrix(t, mxTransports[2], srv, nil)
-	waitLoop(t, "the event loop", func() bool { return srv.ev.loops.Load() > 0 })
+	waitLoop(t, "the event loop", func() bool { return srv.ev.Loops.Load() > 0 })
 	checkServing(t, env.client, "tcp")
-	waitLoop(t, "hibernation", func() bool { return srv.ev.hibernations.Load() > 0 })
+	waitLoop(t, "hibernation", func() bool { return srv.ev.Hibernations.Load() > 0 })
 	checkServing(t, env.client, "tcp after hibernation")
 	p := make(chan string, 1)
 	Handle(srv, "Peer.Who", func(ctx context.Context, _ *Empty) (*echoReply, error) {
@@ -411,7 +412,7 @@ func TestEventLoopMaxConnsHibernated(t *testing.T) {
 	a, b := e.client(t, nil), e.client(t, nil)
 	checkServing(t, a, "a")
 	checkServing(t, b, "b")
-	waitLoop(t, "hibernation", func() bool { return srv.ev.hibernations.Load() >= 2 })
+	waitLoop(t, "hibernation", func() bool { return srv.ev.Hibernations.Load() >= 2 })
 	c := e.client(t, nil)
 	var out []byte
 	err := c.Invoke(context.Background(), "Bad.Echo", []byte("x"), &out)
@@ -453,7 +454,7 @@ func TestEventLoopShutdownIdle(t *testing.T) {
 		checkServing(t, c, "before")
 		clients = append(clients, c)
 	}
-	waitLoop(t, "hibernation", func() bool { return srv.ev.hibernations.Load() >= 20 })
+	waitLoop(t, "hibernation", func() bool { return srv.ev.Hibernations.Load() >= 20 })
 	rs := e.handshake(t) // a connection that never had a session
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

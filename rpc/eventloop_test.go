@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/warrenipc/warren/internal/eventloop"
 )
 
 // eventLoopSuite are the package's behaviour tests that run a second time
@@ -80,9 +82,9 @@ func runLoopSuite(t *testing.T, skip map[string]bool) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			before := loopsStarted.Load()
+			before := eventloop.Started.Load()
 			tc.fn(t)
-			if runtime.GOOS == "linux" && loopsStarted.Load() == before {
+			if runtime.GOOS == "linux" && eventloop.Started.Load() == before {
 				t.Error("no event loop served the test")
 			}
 		})

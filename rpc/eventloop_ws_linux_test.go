@@ -26,6 +26,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 	"github.com/warrenipc/warren/wire"
@@ -77,7 +78,7 @@ func startWS(t testing.TB, srv *Server, kind string) *wsEnv {
 		e.network, e.address = "tcp", l.Endpoint().Address
 	}
 	e.addr = "ws://" + e.address + e.path
-	before := srv.ev.loops.Load()
+	before := srv.ev.Loops.Load()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -91,7 +92,7 @@ func startWS(t testing.TB, srv *Server, kind string) *wsEnv {
 			t.Error("Serve did not return after Close")
 		}
 	})
-	waitLoop(t, "an event loop", func() bool { return srv.ev.loops.Load() > before })
+	waitLoop(t, "an event loop", func() bool { return srv.ev.Loops.Load() > before })
 	return e
 }
 
@@ -318,9 +319,9 @@ func TestEventLoopWebSocket(t *testing.T) {
 				t.Fatalf("large call: %d bytes, %v", len(out), err)
 			}
 			waitConns(t, srv, 1)
-			waitLoop(t, "the session to hibernate", func() bool { return srv.ev.hibernations.Load() >= 1 })
+			waitLoop(t, "the session to hibernate", func() bool { return srv.ev.Hibernations.Load() >= 1 })
 			checkServing(t, c, "after hibernation")
-			if w := srv.ev.wakes.Load(); w < 2 {
+			if w := srv.ev.Wakes.Load(); w < 2 {
 				t.Errorf("%d wakes, want at least 2: the loop does not serve the connection", w)
 			}
 		})
@@ -477,7 +478,7 @@ func TestEventLoopWSIdle(t *testing.T) {
 				checkServing(t, clients[i], "connect "+strconv.Itoa(i))
 			}
 			waitConns(t, srv, n)
-			waitLoop(t, "the sessions to hibernate", func() bool { return srv.ev.hibernations.Load() >= n })
+			waitLoop(t, "the sessions to hibernate", func() bool { return srv.ev.Hibernations.Load() >= n })
 			waitLoop(t, "the handshake goroutines to end", func() bool { return serverGoroutines() <= 2+n/100 })
 			srv.mu.Lock()
 			awake := len(srv.conns)
@@ -504,7 +505,7 @@ func TestEventLoopWSLimits(t *testing.T) {
 		a, b := e.client(t, nil), e.client(t, nil)
 		checkServing(t, a, "a")
 		checkServing(t, b, "b")
-		waitLoop(t, "hibernation", func() bool { return srv.ev.hibernations.Load() >= 2 })
+		waitLoop(t, "hibernation", func() bool { return srv.ev.Hibernations.Load() >= 2 })
 		c := e.client(t, nil)
 		var out []byte
 		if err := c.Invoke(context.Background(), "Bad.Echo", []byte("c"), &out); status.CodeOf(err) != status.ResourceExhausted {
@@ -524,7 +525,7 @@ func TestEventLoopWSLimits(t *testing.T) {
 		start := time.Now()
 		c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, err = io.Copy(io.Discard, c.br)
-		if el := time.Since(start); err != nil || el < 300*time.Millisecond-tick || el > 3*time.Second {
+		if el := time.Since(start); err != nil || el < 300*time.Millisecond-eventloop.Tick || el > 3*time.Second {
 			t.Errorf("closed after %v (%v), want about the read timeout", el, err)
 		}
 	})
@@ -585,7 +586,7 @@ func TestEventLoopWSClose(t *testing.T) {
 			if h, _, err := c.readFrame(); err != nil || h.OpCode != ws.OpBinary {
 				t.Fatalf("got %+v %v, want the server's preface", h, err)
 			}
-			time.Sleep(hibernateAfter + 3*tick) // the connection goes idle: no session was made
+			time.Sleep(eventloop.HibernateAfter + 3*eventloop.Tick) // the connection goes idle: no session was made
 			srv.Shutdown(context.Background())
 			h, p, err = c.readFrame()
 			if err != nil || h.OpCode != ws.OpBinary || len(p) < wire.HeaderSize || wire.Type(p[8]) != wire.TypeGoAway {
@@ -750,7 +751,7 @@ func wsMemoryChild() {
 	fmt.Println(rss())
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Scan()
-	time.Sleep(hibernateAfter + 4*tick) // every session hibernates
+	time.Sleep(eventloop.HibernateAfter + 4*eventloop.Tick) // every session hibernates
 	fmt.Println(rss())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -914,8 +915,8 @@ func TestEventLoopWSSlowReader(t *testing.T) {
 					t.Fatalf("pong %d is %q, want %q", i, p, want)
 				}
 			}
-			t.Logf("%d pongs; %d frames cut by a full socket so far", sent, wsCutFrames.Load())
-			if kind == "unix" && wsCutFrames.Load() == 0 { // tcp's buffers grow large on loopback
+			t.Logf("%d pongs; %d frames cut by a full socket so far", sent, eventloop.WSCutFrames.Load())
+			if kind == "unix" && eventloop.WSCutFrames.Load() == 0 { // tcp's buffers grow large on loopback
 
 				t.Error("no frame was cut by a full socket")
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -68,7 +69,7 @@ func (l *connListener) end()           { l.once.Do(func() { close(l.done) }) }
 // was refused: each request is then answered with that error and the
 // connection closed.
 func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
-	l := &connListener{conn: &smuggleGuard{Conn: conn}, addr: conn.LocalAddr(), done: make(chan struct{})}
+	l := &connListener{conn: &httpbody.Guard{Conn: conn}, addr: conn.LocalAddr(), done: make(chan struct{})}
 	h := &httpConn{srv: s, sc: sc}
 	readHeader := s.handshakeTimeout()
 	if refuse != "" {
@@ -131,7 +132,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(r.TransferEncoding) > 0 {
-		// No request after a chunked one: see smuggleGuard.
+		// No request after a chunked one: see httpbody.Guard.
 		w.Header()["Connection"] = bridgecore.HdrClose
 	}
 	if se := h.srv.checkHost(h.sc, r); se != nil {

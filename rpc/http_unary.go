@@ -5,9 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
 )
@@ -94,12 +93,12 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 	unread := false // the body was not read whole
 	if req == nil {
 		var held int64
-		in, held, se = readBodyBudgeted(w, r, s.maxMessage())
-		defer bodyBytes.Add(-held) // after pool.Put(in) below
+		in, held, se = httpbody.Read(w, r, s.maxMessage())
+		defer httpbody.Release(held) // after pool.Put(in) below
 		unread = se != nil
 		if se == nil && gz {
 			var plain *pool.Buf
-			plain, se = gunzip(in.B, s.maxMessage())
+			plain, se = httpbody.Gunzip(in.B, s.maxMessage())
 			pool.Put(in)
 			in = plain
 		}
@@ -162,7 +161,6 @@ func (h *httpConn) unary(w http.ResponseWriter, r *http.Request, c *serverCall, 
 var (
 	zipWriters = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.DefaultCompression); return w }}
 	zipBufs    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	zipReaders sync.Pool // *gzip.Reader
 )
 
 // gzipReply returns out gzipped, in a buffer of zipBufs; nil if it did
@@ -180,62 +178,7 @@ func gzipReply(out []byte) *bytes.Buffer {
 	return b
 }
 
-// gunzip decompresses a gzipped request message of at most limit bytes.
-func gunzip(data []byte, limit uint32) (*pool.Buf, *status.Error) {
-	zr, _ := zipReaders.Get().(*gzip.Reader)
-	var err error
-	if zr == nil {
-		zr, err = gzip.NewReader(bytes.NewReader(data))
-	} else {
-		err = zr.Reset(bytes.NewReader(data))
-	}
-	if err != nil {
-		return nil, status.Errorf(status.InvalidArgument, "the gzipped request body is malformed: %v", err)
-	}
-	defer zipReaders.Put(zr)
-	buf := pool.Get(min(4*len(data)+64, int(limit)+1))
-	n := 0
-	for {
-		if n == len(buf.B) {
-			if n > int(limit) {
-				pool.Put(buf)
-				return nil, status.Errorf(status.ResourceExhausted, "request message of more than %d bytes is over the limit of %d", limit, limit)
-			}
-			b := pool.Get(min(2*n, int(limit)+1))
-			copy(b.B, buf.B[:n])
-			pool.Put(buf)
-			buf = b
-		}
-		k, err := zr.Read(buf.B[n:])
-		n += k
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			pool.Put(buf)
-			return nil, status.Errorf(status.InvalidArgument, "the gzipped request body is malformed: %v", err)
-		}
-	}
-	if n > int(limit) {
-		pool.Put(buf)
-		return nil, status.Errorf(status.ResourceExhausted, "request message of more than %d bytes is over the limit of %d", limit, limit)
-	}
-	buf.B = buf.B[:n]
-	return buf, nil
-}
-
 func equalFold(a, b string) bool { return len(a) == len(b) && bytes.EqualFold([]byte(a), []byte(b)) }
-
-// bodyError turns an error reading the request into a status.
-func bodyError(r *http.Request, err error) *status.Error {
-	if r.Context().Err() != nil {
-		return &status.Error{Code: status.Canceled, Message: "the client went away", Cause: err}
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return &status.Error{Code: status.InvalidArgument, Message: "request body ended early", Cause: err}
-	}
-	return &status.Error{Code: status.Unavailable, Message: "reading the request: " + err.Error(), Cause: err}
-}
 
 // parseTimeout reads Connect-Timeout-Ms: 1 to 10 digits of milliseconds,
 // as the Connect protocol has it (and connect-go reads it).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
@@ -119,9 +120,9 @@ func TestConnLimits(t *testing.T) {
 						continue
 					}
 					t.Run(b.name, func(t *testing.T) {
-						before := loopsStarted.Load()
+						before := eventloop.Started.Load()
 						b.fn(t, func(o *ServerOptions) *limEnv { return startLimits(t, tr, loop, newBadServer(o)) }, loop)
-						if loop && runtime.GOOS == "linux" && loopsStarted.Load() == before {
+						if loop && runtime.GOOS == "linux" && eventloop.Started.Load() == before {
 							t.Error("no event loop served the test")
 						}
 					})

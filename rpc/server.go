@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -210,17 +211,22 @@ type Server struct {
 	listeners map[*net.Listener]struct{} // by pointer: a listener value need not be hashable
 	// conns are the connections with a session (or in their handshake, in
 	// goroutine mode), by their admission: what Shutdown and Close end.
-	conns   map[*admit.Conn]*serverConn
-	closing bool
-	closed  chan struct{} // closed by Shutdown/Close
+	conns map[*admit.Conn]*serverConn
+	// loopPeak is the most entries conns had since event loops last
+	// rebuilt it: a map never gives back the room it grew to, so once
+	// most of their sessions have hibernated it is copied into a smaller
+	// one (loopSession.Unregister).
+	loopPeak int
+	closing  bool
+	closed   chan struct{} // closed by Shutdown/Close
 
 	calls      atomic.Int64
 	replying   atomic.Int64 // HTTP replies still being written by calls that stopped counting
 	callsTotal atomic.Uint64
 	refused    atomic.Uint64
 	panics     atomic.Uint64
-	wg         sync.WaitGroup // every goroutine the server started
-	ev         evServer       // event-loop mode (eventloop.go)
+	wg         sync.WaitGroup     // every goroutine the server started
+	ev         eventloop.Counters // event-loop mode (eventloop.go)
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
@@ -464,18 +470,9 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 		HandshakeTimeout: s.handshakeTimeout(),
 		SharedMin:        s.opts.SharedThreshold,
 		MaxShared:        s.opts.MaxSharedBytes,
-		NewStream: func() *mux.Stream {
-			c := new(serverCall)
-			c.st.Owner = c
-			return &c.st
-		},
-		OnStream:  sc.onStream,
-		OnRequest: sc.onRequest,
-		OnReset: func(st *mux.Stream, err error) {
-			st.Owner.(*serverCall).abandon()
-		},
-		OnEnd: endCall,
+		OnRequest:        sc.onRequest,
 	}
+	sc.callConfig(cfg)
 	if refuse != "" {
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(refuseCode, refuse) }
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"bytes"
@@ -23,7 +23,6 @@ import (
 // limits, and the bookkeeping of active connections.
 
 func (l *evLoop) accept() {
-	s := l.srv
 	for range acceptBatch {
 		fd, sa, err := unix.Accept4(l.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if err != nil {
@@ -36,7 +35,7 @@ func (l *evLoop) accept() {
 			// Out of descriptors or memory. The socket stays readable, so
 			// leave it out of the poller for a while rather than spin.
 			l.acceptBackoff = min(max(2*l.acceptBackoff, 5*time.Millisecond), time.Second)
-			s.logger.Warn("warren: accept error; retrying", "err", os.NewSyscallError("accept4", err), "delay", l.acceptBackoff)
+			l.core.Logger().Warn("warren: accept error; retrying", "err", os.NewSyscallError("accept4", err), "delay", l.acceptBackoff)
 			if l.p.Del(l.lfd) == nil {
 				l.acceptOff = true
 				l.acceptResume = l.now.Add(l.acceptBackoff)
@@ -97,9 +96,8 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 // and registers it with the poller. It reports whether the connection is
 // still open.
 func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
-	s := l.srv
 	fd := int(rec.fd)
-	if !s.adm.StartHandshake(l.peerKey(rec), p) {
+	if !l.adm.StartHandshake(l.peerKey(rec), p) {
 		l.table.free(fd)
 		unix.Close(fd)
 		return false
@@ -113,7 +111,7 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	}
 	rec.adm.ID = int32(fd)
 	rec.adm.SetActive(admit.Busy) // awake: not shed
-	a.refuse, a.code = s.adm.Admit(&rec.adm, p, l.eng)
+	a.refuse, a.code = l.adm.Admit(&rec.adm, p, l.eng)
 	if err := l.p.Add(fd, evloop.In|evloop.RdHup); err != nil {
 		l.finalize(rec, err)
 		return false
@@ -169,7 +167,7 @@ func (l *evLoop) peerKey(rec *loopConn) string {
 func (l *evLoop) endHandshake(rec *loopConn) {
 	if rec.flags&flHS != 0 {
 		rec.flags &^= flHS
-		l.srv.adm.EndHandshake(l.peerKey(rec))
+		l.adm.EndHandshake(l.peerKey(rec))
 	}
 }
 
@@ -203,7 +201,7 @@ func (l *evLoop) shed() {
 	l.amu.Unlock()
 	for _, r := range q {
 		rec := l.table.lookup(int(r.fd))
-		if rec == nil || rec.state == stFree || &rec.adm != r.c || !l.srv.adm.WasShed(r.c) {
+		if rec == nil || rec.state == stFree || &rec.adm != r.c || !l.adm.WasShed(r.c) {
 			continue // ended, or its descriptor serves another connection
 		}
 		if a := rec.act; a != nil && a.sess != nil {

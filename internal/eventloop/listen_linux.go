@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ import (
 	"github.com/warrenipc/warren/wire"
 )
 
-// Listener set-up: which listeners the event loop can serve, and
-// Server.serveEventLoop, which starts the loop.
+// Listener set-up: which listeners the event loop can serve, and Serve,
+// which starts the loop.
 
 // loopListener is what the loop knows of its listener.
 type loopListener struct {
@@ -69,15 +69,15 @@ func loopListenerOf(l net.Listener) (*loopListener, syscall.RawConn) {
 	return ls, rc
 }
 
-// serveEventLoop serves l from an event loop on the calling goroutine until
-// the server closes. handled is false when the loop cannot serve l (Serve
-// then uses the goroutine mode).
-func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
+// Serve serves l for core from an event loop until the server closes or
+// the listener is closed. handled is false when the loop cannot serve l:
+// the server then uses the goroutine mode.
+func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 	ls, rc := loopListenerOf(l)
 	if rc == nil {
 		return false, nil
 	}
-	local := s.opts.Settings.WithDefaults()
+	local := opts.Settings.WithDefaults()
 	local.MaxFiles = loopMaxFiles(ls, local.MaxFiles) // unix sockets only, as in goroutine mode
 	if local.Validate() != nil {
 		return false, nil // every connection fails its handshake: as the goroutine mode does
@@ -96,7 +96,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 	p, err := evloop.NewPoller(maxEvents)
 	if err != nil {
 		unix.Close(lfd)
-		s.logger.Warn("warren: event loop unavailable; serving a goroutine per connection", "err", err)
+		core.Logger().Warn("warren: event loop unavailable; serving a goroutine per connection", "err", err)
 		return false, nil
 	}
 	if err := p.Add(lfd, evloop.In); err != nil {
@@ -105,15 +105,16 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 		return false, nil
 	}
 	lp := &evLoop{
-		srv: s, ls: ls, p: p, lfd: lfd,
+		core: core, opts: *opts, adm: core.Admission(), ctx: core.Context(), closed: core.Closing(),
+		ls: ls, p: p, lfd: lfd,
 		rbuf:        make([]byte, readBufSize),
 		local:       local,
 		preface:     wire.AppendPreface(nil, local),
 		settings:    map[wire.Settings]*wire.Settings{},
 		start:       time.Now(),
-		readTimeout: s.readTimeout(),
-		idleTimeout: s.opts.IdleTimeout,
-		hsTimeout:   s.handshakeTimeout(),
+		readTimeout: opts.ReadTimeout,
+		idleTimeout: opts.IdleTimeout,
+		hsTimeout:   opts.HandshakeTimeout,
 		stop:        make(chan struct{}),
 		lrc:         rc,
 		lost:        make(chan struct{}),
@@ -121,10 +122,10 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 	}
 	lp.eng = admit.NewEngine(lp.shedConn)
 	lp.initFiles()
-	s.ev.loops.Add(1)
-	loopsStarted.Add(1)
+	opts.Counters.Loops.Add(1)
+	Started.Add(1)
 	// The loop runs on its own goroutine so that Serve can return when the
-	// listener is closed (as it does in goroutine mode) while the loop
+	// listener is closed (as the goroutine mode's does) while the loop
 	// goes on serving the connections it has.
 	lp.launch()
 	select {

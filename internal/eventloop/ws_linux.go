@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"bytes"
@@ -23,13 +23,13 @@ import (
 	"github.com/warrenipc/warren/transport"
 )
 
-// WebSocket connections on the event loop. The opening handshake runs in
-// goroutine mode, as it does without the loop: for a ws:// listener on a
-// goroutine that the loop starts for a connection it accepted, for an
-// upgrade through the HTTP bridge on the bridge's goroutine (serveWebSocket).
-// Then the connection's descriptor is duplicated, the net.Conn closed (it
-// leaves the runtime poller) and the descriptor handed to the loop with the
-// bytes read past the handshake (submit); the loop takes it (adopt) like a
+// WebSocket connections on the event loop. On a ws:// listener the loop
+// reads the opening handshake's request itself and answers it with the
+// listener's checks (wsHandshake, upgrade). An upgrade through the HTTP
+// bridge runs on the bridge's goroutine; then the connection's descriptor
+// is duplicated, the net.Conn closed (it leaves the runtime poller) and the
+// descriptor handed to the loop with the bytes read past the handshake
+// (HandoffConn.Adopt, submit). Either way the loop takes it (adopt) like a
 // connection it accepted, with the flWS flag. From then on the loop reads
 // the socket into its buffer and an evloop.Framing (wsframe.Decoder) turns
 // what it read into warren bytes, in place, keeping at most a frame header
@@ -45,8 +45,9 @@ import (
 // as the goroutine mode does.
 var wsDrainTimeout = 5 * time.Second
 
-// wsCutFrames counts the frames a full socket cut (for the tests).
-var wsCutFrames atomic.Uint64
+// WSCutFrames counts the WebSocket frames a full socket cut, in the
+// process (for the tests).
+var WSCutFrames atomic.Uint64
 
 // wsConn is the WebSocket state of an active connection.
 type wsConn struct {
@@ -106,7 +107,7 @@ type adoption struct {
 // limits only once the handshake is done, as in goroutine mode, where
 // ServeConn admits a connection after its handshake.
 func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
-	if !l.srv.adm.StartHandshake(l.peerKey(rec), p) {
+	if !l.adm.StartHandshake(l.peerKey(rec), p) {
 		fd := int(rec.fd)
 		l.table.free(fd)
 		unix.Close(fd)
@@ -146,7 +147,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 		l.finalize(rec, os.NewSyscallError("read", err))
 		return
 	case n == 0:
-		l.srv.adm.Reject()
+		l.adm.Reject()
 		l.finalize(rec, io.ErrUnexpectedEOF)
 		return
 	}
@@ -165,9 +166,9 @@ func (l *evLoop) upgrade(rec *loopConn) {
 	a, fd := rec.act, int(rec.fd)
 	p := l.peerOf(rec, nil)
 	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
-	data, err := transportinternal.WSHandshake(l.srv.ctx, l.ls.tl, c)
+	data, err := transportinternal.WSHandshake(l.ctx, l.ls.tl, c)
 	if err != nil {
-		l.srv.adm.Reject()
+		l.adm.Reject()
 		l.finalize(rec, err)
 		return
 	}
@@ -496,7 +497,7 @@ func (c *fedConn) writeWSLocked(b []byte) (int, error) {
 		case nil, unix.EINTR:
 		case unix.EAGAIN:
 			if !c.atBoundary() {
-				wsCutFrames.Add(1)
+				WSCutFrames.Add(1)
 			}
 			return n, mux.ErrWouldBlock
 		default:

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"sync/atomic"
@@ -19,7 +19,7 @@ import (
 // they run after the connection's bytes are handled (runReady), with the
 // session's writes held so that the replies to requests read together
 // leave in one write. A round of the loop runs calls inline for at most
-// inlineBudget since its Wait returned; the calls after that go to workers.
+// InlineBudget since its Wait returned; the calls after that go to workers.
 //
 // A handler that blocks or runs long must not hold up the loop's other
 // connections: the process's watchdog (internal/watchdog, shared with the
@@ -33,7 +33,8 @@ import (
 // starts, and the old one touches no loop state after its call returns.
 
 const (
-	inlineBudget = time.Millisecond // how long calls may hold the loop per round
+	// InlineBudget is how long calls may hold the loop per round.
+	InlineBudget = time.Millisecond
 	// heldFlush is how many bytes of held replies are written at once: the
 	// fed writer's pooled buffers hold 16 KiB, and replies appended past
 	// that would grow a new one for each round.
@@ -42,7 +43,7 @@ const (
 
 // loopInline is the event loop's state for running calls inline.
 type loopInline struct {
-	ready []*serverCall  // calls to run this round, in order
+	ready []*mux.Stream  // calls to run this round, in order
 	held  []*mux.Session // sessions whose writes are held while they run
 	next  int            // ready[next:] have not run yet
 
@@ -55,20 +56,14 @@ type loopInline struct {
 	watchedBusy bool          // watch's own: a call ran inline at its previous tick
 }
 
-// onRequest is mux.Config.OnRequest for the loop's sessions: an admitted
-// unary call whose request is in. Small requests wait for runReady (on the
-// loop, after Feed returns); others, and every call with NoInline, go to a
-// worker at once.
+// onRequest is mux.Config.OnRequest for the loop's sessions: a call whose
+// request is in. The calls the core leaves to the loop (small unary
+// requests, unless NoInline) wait for runReady (on the loop, after Feed
+// returns); the core hands others to a worker at once.
 func (l *evLoop) onRequest(st *mux.Stream) {
-	c := st.Owner.(*serverCall)
-	if c.state.Load() != callAdmitted || c.h.kind != kindUnary {
-		return
+	if l.core.OnRequest(st) {
+		l.inline.ready = append(l.inline.ready, st)
 	}
-	if l.srv.opts.NoInline || st.PendingSize() > inlineMax {
-		l.srv.dispatch(c)
-		return
-	}
-	l.inline.ready = append(l.inline.ready, c)
 }
 
 // runReady runs the calls onRequest collected. It reports false if another
@@ -76,8 +71,8 @@ func (l *evLoop) onRequest(st *mux.Stream) {
 // leave the loop at once.
 func (l *evLoop) runReady() bool {
 	in := &l.inline
-	for _, c := range in.ready {
-		if s := c.conn.sess; len(in.held) == 0 || in.held[len(in.held)-1] != s {
+	for _, st := range in.ready {
+		if s := st.Session(); len(in.held) == 0 || in.held[len(in.held)-1] != s {
 			s.Hold()
 			in.held = append(in.held, s)
 		}
@@ -90,17 +85,17 @@ func (l *evLoop) runReady() bool {
 func (l *evLoop) runRest() bool {
 	in := &l.inline
 	for in.next < len(in.ready) {
-		c := in.ready[in.next]
+		st := in.ready[in.next]
 		in.ready[in.next] = nil
 		in.next++
-		if l.srv.opts.NoInline || time.Since(l.now) >= inlineBudget {
-			l.srv.dispatch(c) // the round's budget is spent
+		if time.Since(l.now) >= InlineBudget {
+			l.core.Dispatch(st) // the round's budget is spent
 			continue
 		}
-		if !l.runInline(c) {
+		if !l.runInline(st) {
 			return false
 		}
-		if s := c.conn.sess; s.WriteBacklog() >= heldFlush {
+		if s := st.Session(); s.WriteBacklog() >= heldFlush {
 			s.Release() // write what the replies filled, and hold on
 			s.Hold()
 		}
@@ -116,9 +111,9 @@ func (l *evLoop) runRest() bool {
 	return true
 }
 
-// runInline runs c on the loop goroutine under the watch. It reports false
-// if the loop was taken over while c ran.
-func (l *evLoop) runInline(c *serverCall) bool {
+// runInline runs st's call on the loop goroutine under the watch. It
+// reports false if the loop was taken over while it ran.
+func (l *evLoop) runInline(st *mux.Stream) bool {
 	in := &l.inline
 	g := in.state.Load() &^ 1
 	in.runs.Add(1) // before the bit: see watch
@@ -126,7 +121,7 @@ func (l *evLoop) runInline(c *serverCall) bool {
 	if !in.armed.Load() && in.armed.CompareAndSwap(false, true) {
 		watchdog.Add((*watchedLoop)(l))
 	}
-	c.run()
+	l.core.Run(st)
 	return in.state.CompareAndSwap(g|1, g)
 }
 
@@ -166,7 +161,6 @@ func (l *evLoop) takeover() {
 	if cur&1 == 0 || !in.state.CompareAndSwap(cur, (cur&^1)+2) {
 		return // the call finished meanwhile
 	}
-	l.srv.ev.takeovers.Add(1)
-	l.srv.wg.Add(1) // the old goroutine still counts: the group is not empty
-	go l.own(true)
+	l.opts.Counters.Takeovers.Add(1)
+	l.core.Go(func() { l.own(true) }) // the old goroutine still counts: the server's group is not empty
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ func (l *evLoop) check(rec *loopConn) {
 		l.finalize(rec, err)
 		return
 	}
-	if rec.state == stHandshake || !a.closeAt.IsZero() || l.partial(a) || l.now.Sub(a.lastIO) < hibernateAfter {
+	if rec.state == stHandshake || !a.closeAt.IsZero() || l.partial(a) || l.now.Sub(a.lastIO) < HibernateAfter {
 		return
 	}
 	switch {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ type loopConn struct {
 type activeConn struct {
 	conn    *fedConn
 	sess    *mux.Session // nil until the connection needs one
-	sc      *serverConn  // with sess
+	se      Session      // with sess
 	pend    *pool.Buf    // the start of a frame (or of the preface) read so far
 	plen    int
 	since   time.Time // when the handshake or the frame in pend began
@@ -52,7 +52,7 @@ type activeConn struct {
 	code    status.Code
 	idx     int        // in evLoop.active
 	ws      *wsConn    // WebSocket connections: the frame decoder
-	files   *shm.Queue // descriptors received (eventloop_files_linux.go)
+	files   *shm.Queue // descriptors received (files_linux.go)
 	d       directState
 }
 

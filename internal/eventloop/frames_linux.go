@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"errors"
@@ -227,7 +227,7 @@ func (l *evLoop) prefaceFor(rec *loopConn, peer wire.Settings) []byte {
 // answered returns the settings the loop answers a client's with: those of
 // its preface (prefaceFor), and of the connection's session.
 func (l *evLoop) answered(rec *loopConn, peer wire.Settings) wire.Settings {
-	set := mux.ServerSettings(l.srv.opts.Settings, peer)
+	set := mux.ServerSettings(l.opts.Settings, peer)
 	set.MaxFiles = l.local.MaxFiles // loopMaxFiles: plain unix listeners only
 	if rec.flags&flWS != 0 {
 		set.MaxFiles = 0 // WebSocket connections take no descriptors

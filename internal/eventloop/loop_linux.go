@@ -1,8 +1,9 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"syscall"
@@ -28,21 +29,23 @@ import (
 // A connection is in one of two shapes. Idle, it is only its record (about
 // 100 bytes): the peer's identity and settings, its admission (limiter), the
 // stream ids and flow-control windows of its session (mux.FedState). Active,
-// it also has an activeConn: a fed mux.Session (see mux.NewFed), a
-// serverConn registered in Server.conns (so Stats, Shutdown and Close treat
-// it like any other session), and, while the loop holds the start of a
+// it also has an activeConn: a fed mux.Session (see mux.NewFed), the
+// server's side of it (Session, registered with the server so that Stats,
+// Shutdown and Close treat it like any other session), and, while the loop holds the start of a
 // frame, a pooled buffer for it. The loop reads into one shared buffer;
 // only bytes of an incomplete frame are copied out, into a buffer sized as
-// the frame's bytes arrive (never past HeaderSize+MaxFrameSize). Calls run
-// on the server's workers. A session with no call in progress, nothing to
-// write and no partial frame hibernates after hibernateAfter: its state goes
+// the frame's bytes arrive (never past HeaderSize+MaxFrameSize). Small unary
+// calls run on the loop (inline_linux.go), others on the server's workers. A session with no call in progress, nothing to
+// write and no partial frame hibernates after HibernateAfter: its state goes
 // back into the record and everything else is dropped. The next byte from
 // the peer rebuilds it.
 
 const (
-	tick           = 50 * time.Millisecond  // how often the active connections are checked
-	hibernateAfter = 250 * time.Millisecond // quiet time before a session hibernates
-	acceptBatch    = 64                     // connections accepted per round
+	// Tick is how often the active connections are checked.
+	Tick = 50 * time.Millisecond
+	// HibernateAfter is the quiet time before a session hibernates.
+	HibernateAfter = 250 * time.Millisecond
+	acceptBatch    = 64 // connections accepted per round
 	maxEvents      = 256
 	readBufSize    = 64 << 10
 	pageShift      = 9 // 512 records per table page
@@ -69,7 +72,11 @@ const (
 
 // evLoop is one event loop.
 type evLoop struct {
-	srv      *Server
+	core     Core
+	opts     Options
+	adm      *admit.Core     // core's
+	ctx      context.Context // core's: ends when the server closes
+	closed   <-chan struct{} // core's Closing
 	ls       *loopListener
 	p        *evloop.Poller
 	lfd      int // the loop's descriptor of the listening socket; -1 once closed
@@ -80,7 +87,7 @@ type evLoop struct {
 	local    wire.Settings
 	preface  []byte
 	settings map[wire.Settings]*wire.Settings // interned peer settings
-	files    loopFiles                        // descriptors (eventloop_files_linux.go)
+	files    loopFiles                        // descriptors (files_linux.go)
 
 	// The preface answering clients that asked for large frames
 	// (prefaceFor), and its settings.
@@ -105,7 +112,7 @@ type evLoop struct {
 	lost chan struct{}   // closed when the listener was closed (not by the server)
 	gone bool            // lost is closed
 
-	inline loopInline // calls run on the loop (eventloop_inline_linux.go)
+	inline loopInline // calls run on the loop (inline_linux.go)
 	done   chan error // the loop's result
 
 	eng      *admit.Engine // sheds the loop's connections (shedConn)
@@ -117,35 +124,29 @@ type evLoop struct {
 
 // launch starts the loop on a new goroutine; its result goes to l.done.
 func (l *evLoop) launch() {
-	s := l.srv
-	s.wg.Add(1)
-	go func() { // wakes the loop when the server begins closing and when it closes
-		defer s.wg.Done()
+	l.core.Go(func() { // wakes the loop when the server begins closing and when it closes
 		select {
-		case <-s.closed:
+		case <-l.closed:
 			l.p.Wake()
 		case <-l.stop:
 			return
 		}
 		select {
-		case <-s.ctx.Done():
+		case <-l.ctx.Done():
 			l.p.Wake()
 		case <-l.stop:
 		}
-	}()
+	})
 	l.now = time.Now()
 	l.lastSweep, l.lastIdle = l.now, l.now
-	s.wg.Add(1)
-	go l.own(false)
+	l.core.Go(func() { l.own(false) })
 }
 
-// own runs the loop on the calling goroutine (counted in s.wg) until it
+// own runs the loop on the calling goroutine (one of Core.Go) until it
 // ends, or until another goroutine takes it over (see takeover); resumed
 // is set for the goroutine that took it over. The one that ends it closes
 // everything and reports the result on l.done.
 func (l *evLoop) own(resumed bool) {
-	s := l.srv
-	defer s.wg.Done()
 	if resumed {
 		l.now = time.Now()
 		if !l.runRest() {
@@ -163,19 +164,18 @@ func (l *evLoop) own(resumed bool) {
 		unix.Close(l.lfd)
 	}
 	l.p.Close()
-	s.ev.loops.Add(-1)
+	l.opts.Counters.Loops.Add(-1)
 	l.done <- err
 }
 
 // loop is the loop's body. It returns taken when another goroutine took the
 // loop over while a call ran inline; resumed skips the first wait.
 func (l *evLoop) loop(resumed bool) (taken bool, err error) {
-	s := l.srv
 	for {
 		if !resumed {
 			evs, _, err := l.p.Wait(l.waitTime())
 			if err != nil {
-				s.logger.Error("warren: event loop failed", "err", err)
+				l.core.Logger().Error("warren: event loop failed", "err", err)
 				return false, fmt.Errorf("warren: event loop: %w", err)
 			}
 			l.now = time.Now()
@@ -198,15 +198,15 @@ func (l *evLoop) loop(resumed bool) (taken bool, err error) {
 		}
 		if !l.closing {
 			select {
-			case <-s.closed:
+			case <-l.closed:
 				l.beginClosing()
 			default:
 			}
 		}
-		if s.ctx.Err() != nil {
+		if l.ctx.Err() != nil {
 			return false, ErrServerClosed // Close, or the end of Shutdown: closeAll runs above
 		}
-		if l.now.Sub(l.lastSweep) >= tick {
+		if l.now.Sub(l.lastSweep) >= Tick {
 			l.sweep()
 			if l.checkListener() && l.nconns == 0 {
 				return false, nil // Serve has returned; nothing is left to serve
@@ -235,7 +235,7 @@ func (l *evLoop) checkListener() bool {
 		return false
 	}
 	select {
-	case <-l.srv.closed:
+	case <-l.closed:
 		return false // closed by the server: the next round begins closing
 	default:
 	}
@@ -259,7 +259,7 @@ func (l *evLoop) waitTime() int {
 		}
 	}
 	if len(l.active) > 0 || l.closing || l.gone {
-		bound(tick)
+		bound(Tick)
 	}
 	if !l.closing && !l.gone {
 		bound(time.Second) // to notice the listener's Close
@@ -274,7 +274,7 @@ func (l *evLoop) waitTime() int {
 }
 
 func (l *evLoop) idleSweepEvery() time.Duration {
-	return min(max(l.idleTimeout/4, tick), time.Second)
+	return min(max(l.idleTimeout/4, Tick), time.Second)
 }
 
 // clock returns the loop's time in milliseconds since it started.

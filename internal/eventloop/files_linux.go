@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"net"
@@ -60,7 +60,7 @@ func (l *evLoop) initFiles() {
 // filesConfig gives a session of rec the connection's descriptor queue
 // and the server's shared-message settings.
 func (l *evLoop) filesConfig(rec *loopConn, cfg *mux.Config) {
-	cfg.SharedMin, cfg.MaxShared = l.srv.opts.SharedThreshold, l.srv.opts.MaxSharedBytes
+	cfg.SharedMin, cfg.MaxShared = l.opts.SharedMin, l.opts.MaxShared
 	if l.files.per == 0 || rec.flags&flWS != 0 {
 		return
 	}
@@ -168,7 +168,7 @@ func (c *fedConn) WriteFiles(b []byte, fds []int) (int, error) {
 
 // The loop reads and writes with syscall.Read and Write so that the race
 // detector sees a write to a socket happen before the read of its bytes
-// (see eventloop_linux.go). recvmsg and sendmsg tell it nothing: under
+// (see loop_linux.go). recvmsg and sendmsg tell it nothing: under
 // the race detector, raceReleaseIO and raceAcquireIO give it the same
 // edges through zero-length calls of those functions (on /dev/null, since
 // a zero-length read of the socket could take its descriptors).

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rpc
+package eventloop
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
-	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/wire"
 )
@@ -23,7 +22,6 @@ import (
 // activate gives rec a session, waking it up if it hibernates. It returns
 // false if the connection had to be closed.
 func (l *evLoop) activate(rec *loopConn) bool {
-	s := l.srv
 	a := rec.act
 	if a == nil {
 		a = &activeConn{since: l.now, lastIO: l.now}
@@ -34,18 +32,12 @@ func (l *evLoop) activate(rec *loopConn) bool {
 	}
 	p := l.peerOf(rec, nil)
 	c := l.connOf(rec, p)
-	sc := &serverConn{srv: s, conn: c, peer: p, adm: &rec.adm}
-	sc.ac.Touch()
-	sc.ctx = peer.NewContext(s.ctx, p)
 	cfg := mux.Config{
 		Settings:         l.answered(rec, *rec.set),
-		HandshakeTimeout: s.handshakeTimeout(),
-		NewStream:        newServerStream,
-		OnStream:         sc.onStream,
-		OnRequest:        l.onRequest,
-		OnReset:          resetServerCall,
-		OnEnd:            endCall,
+		HandshakeTimeout: l.hsTimeout,
 	}
+	se := l.core.NewSession(c, p, &rec.adm, &cfg)
+	cfg.OnRequest = l.onRequest
 	l.filesConfig(rec, &cfg)
 	if a.refuse != "" {
 		refuse := a.refuse
@@ -61,22 +53,13 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		return false
 	}
 	rec.flags &^= flFresh
-	a.conn, a.sess, a.sc = c, sess, sc
-	sc.sess = sess
+	a.conn, a.sess, a.se = c, sess, se
 	if a.refuse != "" {
-		return true // not admitted: not in s.conns
+		return true // not admitted: not registered
 	}
-	sc.lim = rec.adm.Limiter()
 	rec.adm.SetActive(admit.Busy) // awake: not shed
-	s.mu.Lock()
-	closing := s.closing
-	if s.conns == nil {
-		s.conns = map[*admit.Conn]*serverConn{}
-	}
-	s.conns[&rec.adm] = sc
-	s.ev.peak = max(s.ev.peak, len(s.conns))
-	s.mu.Unlock()
-	s.ev.wakes.Add(1)
+	closing := se.Register(sess)
+	l.opts.Counters.Wakes.Add(1)
 	if closing {
 		sess.GoAway(status.Unavailable, "server is shutting down")
 	}
@@ -86,13 +69,12 @@ func (l *evLoop) activate(rec *loopConn) bool {
 // hibernate drops rec's session if it is quiet, keeping its state in the
 // record.
 func (l *evLoop) hibernate(rec *loopConn) {
-	s := l.srv
 	a := rec.act
 	if l.partial(a) || a.refuse != "" || a.conn != nil && a.conn.controlPending() || filesWaiting(a) {
 		return
 	}
 	if a.sess != nil {
-		if a.sc.ac.Calls() != 0 || a.sc.ac.Running() != 0 {
+		if calls := a.se.Calls(); calls.Calls() != 0 || calls.Running() != 0 {
 			return // (calls first: a call counts in running before it leaves calls)
 		}
 		st, ok := a.sess.Hibernate()
@@ -101,20 +83,9 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		}
 		a.conn.retire()
 		rec.fed = st
-		rec.adm.SetActive(a.sc.ac.Active()) // the last call: shed after ShedIdleAfter
-		s.mu.Lock()
-		delete(s.conns, &rec.adm)
-		if n := len(s.conns); s.ev.peak >= 4096 && n < s.ev.peak/8 {
-			// Most sessions hibernated after a burst: give back the room
-			// the map grew to.
-			m := make(map[*admit.Conn]*serverConn, n)
-			for k, sc := range s.conns {
-				m[k] = sc
-			}
-			s.conns, s.ev.peak = m, n
-		}
-		s.mu.Unlock()
-		s.ev.hibernations.Add(1)
+		rec.adm.SetActive(a.se.Calls().Active()) // the last call: shed after ShedIdleAfter
+		a.se.Unregister()
+		l.opts.Counters.Hibernations.Add(1)
 	}
 	if a.conn != nil {
 		a.conn.retire()
@@ -138,7 +109,7 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
 		return false
 	}
-	return a.sess == nil || a.sc.ac.Calls() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
+	return a.sess == nil || a.se.Calls().Calls() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
 }
 
 // finalize closes rec's connection: its session ends with err, its
@@ -161,24 +132,21 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 			a.pend, a.plen = nil, 0
 		}
 		l.removeActive(rec)
-		if a.sc != nil && a.refuse == "" {
-			l.srv.mu.Lock()
-			delete(l.srv.conns, &rec.adm)
-			l.srv.mu.Unlock()
+		if a.se != nil && a.refuse == "" {
+			a.se.Unregister()
 		}
 	}
 	l.endHandshake(rec)
-	l.srv.adm.Release(&rec.adm)
+	l.adm.Release(&rec.adm)
 	l.table.free(fd) // before the descriptor can be reused
 	unix.Close(fd)
 	l.nconns--
 }
 
 // handoff gives a connection whose peer sent an HTTP request to the
-// goroutine mode (ServeConn, which serves it on the HTTP bridge), with the
-// bytes read so far.
+// goroutine mode (Core.ServeConn, which serves it on the HTTP bridge), with
+// the bytes read so far.
 func (l *evLoop) handoff(rec *loopConn, data []byte) {
-	s := l.srv
 	fd := int(rec.fd)
 	l.p.Del(fd)
 	p := l.peerOf(rec, nil)
@@ -190,7 +158,7 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 		l.removeActive(rec)
 	}
 	l.endHandshake(rec)
-	s.adm.Release(&rec.adm) // ServeConn admits it again
+	l.adm.Release(&rec.adm) // ServeConn admits it again
 	l.table.free(fd)
 	l.nconns--
 	f := os.NewFile(uintptr(fd), "")
@@ -199,12 +167,8 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 	if err != nil {
 		return
 	}
-	hc := &handoffConn{Conn: c, prefix: prefix, peer: p, adopt: l.submit}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.ServeConn(hc)
-	}()
+	hc := &HandoffConn{Conn: c, prefix: prefix, peer: p, adopt: l.submit}
+	l.core.Go(func() { l.core.ServeConn(hc) })
 }
 
 // updatePause stops reading from a connection whose peer does not read
