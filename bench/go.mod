@@ -17,9 +17,6 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
-	connectrpc.com/grpchealth v1.5.0 // indirect
-	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/lesismal/llib v1.2.2 // indirect
