@@ -46,15 +46,19 @@ func main() {
 		os.Exit(0)
 	}
 	var flags flag.FlagSet
-	protogen.Options{ParamFunc: flags.Set}.Run(func(gen *protogen.Plugin) error {
-		gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL)
-		for _, f := range gen.Files {
-			if f.Generate && len(f.Services) > 0 {
-				generateFile(gen, f)
-			}
+	protogen.Options{ParamFunc: flags.Set}.Run(generate)
+}
+
+// generate writes the _warren.pb.go file of every file to generate that
+// has services.
+func generate(gen *protogen.Plugin) error {
+	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL)
+	for _, f := range gen.Files {
+		if f.Generate && len(f.Services) > 0 {
+			generateFile(gen, f)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func generateFile(gen *protogen.Plugin, f *protogen.File) {
