@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
 	testv1 "github.com/warrenipc/warren/testdata/proto/warren/test/v1"
 	"github.com/warrenipc/warren/transport"
 )
@@ -123,7 +125,9 @@ func same(t *testing.T, what string, got, want *testv1.All) {
 	}
 }
 
-func serveEverything(t *testing.T) string {
+// serve serves the methods register adds on a new unix socket until the
+// test ends, and returns its address.
+func serve(t *testing.T, register func(*rpc.Server)) string {
 	t.Helper()
 	addr := "unix://" + filepath.Join(t.TempDir(), "e.sock")
 	l, err := transport.Listen(addr, nil)
@@ -131,7 +135,7 @@ func serveEverything(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(nil)
-	registerEverything(srv)
+	register(srv)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -148,7 +152,7 @@ func serveEverything(t *testing.T) string {
 // client's default) and with JSON, and checks that every value comes back
 // exactly as sent.
 func TestEverythingRoundTrip(t *testing.T) {
-	addr := serveEverything(t)
+	addr := serve(t, registerEverything)
 	c, err := rpc.Dial(addr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +240,7 @@ func TestEverythingRoundTrip(t *testing.T) {
 // (Connect unary: POST with JSON or binary protobuf) by its full name and
 // by its short name.
 func TestEverythingHTTP(t *testing.T) {
-	addr := serveEverything(t)
+	addr := serve(t, registerEverything)
 	hc := rpc.HTTPClient(addr, nil)
 	defer hc.CloseIdleConnections()
 	for _, tc := range []struct {
@@ -272,5 +276,28 @@ func TestEverythingHTTP(t *testing.T) {
 				same(t, tc.contentType+" "+path, got, v)
 			}
 		}
+	}
+}
+
+// TestEverythingClientCodec: the generated client sends protobuf binary
+// unless rpc.WithCodec says otherwise. The server here takes JSON only.
+func TestEverythingClientCodec(t *testing.T) {
+	addr := serve(t, func(srv *rpc.Server) {
+		rpc.Handle(srv, "warren.test.v1.Everything.Echo", func(ctx context.Context, req *struct{}) (*struct{}, error) { return req, nil })
+	})
+	c, err := rpc.Dial(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ec := testv1.NewEverythingClient(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = ec.Echo(ctx, &testv1.All{})
+	if se, ok := err.(*status.Error); !ok || se.Code != status.InvalidArgument || !strings.Contains(se.Message, "takes JSON, not proto") {
+		t.Fatalf("default codec: got %v, want the JSON-only server's refusal of protobuf", err)
+	}
+	if _, err := ec.Echo(ctx, &testv1.All{}, rpc.WithCodec(codec.JSON)); err != nil {
+		t.Fatalf("JSON: %v", err)
 	}
 }
