@@ -12,7 +12,6 @@ import (
 type counter struct {
 	want  int32
 	ticks atomic.Int32
-	first time.Time
 	last  atomic.Int64
 }
 
