@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,6 +159,44 @@ func TestTokenAuthHTTP(t *testing.T) {
 		}
 		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie)) {
 			t.Errorf("%s: Location %q, Set-Cookie %q", tc.name, h.Get("Location"), h.Get("Set-Cookie"))
+		}
+	}
+}
+
+// TestTokenRefusedCurl checks, with curl, that a request without the token
+// is answered in its protocol after its body is read: over HTTP/2 curl
+// gets the answer, not a reset of the stream it is still sending.
+func TestTokenRefusedCurl(t *testing.T) {
+	curl := curlPath(t)
+	host := strings.TrimPrefix(startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, nil), "tcp://")
+	body := string(append([]byte{0, 0, 0, 0, 3}, 0x0a, 1, 'a')) // a gRPC message: SetRequest{name: "a"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"grpc/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/grpc", "-H", "TE: trailers"},
+			[]string{"HTTP/2 200", "grpc-status: 16", "grpc-message: this server requires a token"}},
+		{"grpc-web/http1", []string{"-H", "Content-Type: application/grpc-web+proto"},
+			[]string{"HTTP/1.1 200", "Grpc-Status: 16", "Grpc-Message: this server requires a token"}},
+		{"connect-stream/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/connect+proto"},
+			[]string{"HTTP/2 200", `"code":"unauthenticated","message":"this server requires a token`}},
+		{"connect-unary/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/proto"},
+			[]string{"HTTP/2 401", `"code":"unauthenticated"`}},
+	} {
+		for i := range 10 {
+			args := append([]string{"-sS", "-i", "--data-binary", "@-"}, tc.args...)
+			cmd := exec.Command(curl, append(args, "http://"+host+"/warren.counter.v1.Counter/Set")...)
+			cmd.Stdin = strings.NewReader(body)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s, try %d: %v\n%s", tc.name, i, err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Fatalf("%s: %q, want %q", tc.name, out, w)
+				}
+			}
 		}
 	}
 }
