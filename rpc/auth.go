@@ -103,12 +103,30 @@ func (a *TokenAuth) allowCall(ctx context.Context) error {
 	if p, ok := peer.FromContext(ctx); ok && a.exempt(p) {
 		return nil
 	}
-	for _, v := range IncomingMetadata(ctx)["authorization"] {
-		if a.bearer(v) {
-			return nil
-		}
+	if a.bearerIn(IncomingMetadata(ctx)) {
+		return nil
 	}
 	return errNoToken
+}
+
+// bearerIn reports whether md carries "authorization: Bearer TOKEN".
+func (a *TokenAuth) bearerIn(md Metadata) bool {
+	for _, v := range md["authorization"] {
+		if a.bearer(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowMetadata is the token check of a call from its wire metadata block,
+// for calls refused before they reach the interceptors.
+func (a *TokenAuth) allowMetadata(p *peer.Peer, block []byte) bool {
+	if a.exempt(p) {
+		return true
+	}
+	md, _ := parseMetadata(block)
+	return a.bearerIn(md)
 }
 
 func (a *TokenAuth) unary(ctx context.Context, req any, info *CallInfo, next UnaryHandler) (any, error) {

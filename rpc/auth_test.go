@@ -25,8 +25,15 @@ const testToken = "s3cret-token-for-tests-only-0123456789"
 // unix) until the test ends, and returns the bound address.
 func startAuth(t *testing.T, addr string, auth *rpc.TokenAuth, page http.Handler) string {
 	t.Helper()
+	return startAuthOpts(t, addr, &rpc.ServerOptions{Auth: auth, Page: page})
+}
+
+// startAuthOpts is startAuth with the server's options.
+func startAuthOpts(t *testing.T, addr string, opts *rpc.ServerOptions) string {
+	t.Helper()
 	var b strings.Builder
-	srv := rpc.NewServer(&rpc.ServerOptions{Auth: auth, Page: page, Logger: quietLogger(&b)})
+	opts.Logger = quietLogger(&b)
+	srv := rpc.NewServer(opts)
 	counter.New().Register(srv)
 	l, err := transport.Listen(addr, nil)
 	if err != nil {
@@ -86,6 +93,29 @@ func TestTokenAuthCalls(t *testing.T) {
 	}
 	if status.CodeOf(err) != status.Unauthenticated {
 		t.Fatalf("a stream without a token: %v, want unauthenticated", err)
+	}
+}
+
+// TestTokenBeforeMethod checks that a caller without the token gets 16
+// whether or not the method exists, on both engines: the method table is
+// not visible without the token.
+func TestTokenBeforeMethod(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		addr := startAuthOpts(t, "tcp://127.0.0.1:0", &rpc.ServerOptions{Auth: &rpc.TokenAuth{Token: testToken}, EventLoop: loop})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, token := range []string{"", "wrong"} {
+			for _, method := range []string{"Counter.Set", "Nope.Nope"} {
+				_, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, dialToken(t, addr, token), method, &counter.SetRequest{Name: "a"})
+				if status.CodeOf(err) != status.Unauthenticated {
+					t.Errorf("event loop %v, token %q, %s: %v, want unauthenticated", loop, token, method, err)
+				}
+			}
+		}
+		_, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, dialToken(t, addr, testToken), "Nope.Nope", &counter.SetRequest{})
+		if status.CodeOf(err) != status.Unimplemented {
+			t.Errorf("event loop %v, with the token, an unknown method: %v, want unimplemented", loop, err)
+		}
 	}
 }
 
