@@ -75,6 +75,14 @@ type ServerOptions struct {
 	// switches per call; one that runs longer than about a millisecond
 	// hands reading to a new goroutine.
 	NoInline bool
+	// RejectUnknownFields refuses, with InvalidArgument naming the field, a
+	// JSON request (or stream message) to a method whose messages are
+	// protobuf messages when it has a field the schema lacks, on every
+	// protocol. By default such fields are discarded, as binary protobuf
+	// and connect-go do, so that a client built from a newer schema (a
+	// field added) still calls this server. Plain Go struct messages
+	// follow encoding/json and ignore unknown fields either way.
+	RejectUnknownFields bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
 	// SharedThreshold sends messages of at least this many bytes (16 KiB

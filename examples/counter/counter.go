@@ -8,7 +8,8 @@
 // them) and to the short names below. JSON follows the protobuf JSON
 // mapping: int64 values are strings ("value":"7"; numbers are accepted
 // too), fields at their zero value are left out, and an unknown field is
-// an InvalidArgument error naming it.
+// discarded (an InvalidArgument error naming it on a server with
+// rpc.ServerOptions.RejectUnknownFields).
 //
 //	Counter.Set   {"name","value"} -> {"name","value"}
 //	Counter.Get   {"name"}         -> {"name","value"}   NotFound if unknown
