@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -20,7 +21,9 @@ import (
 // reflection service (grpc.reflection.v1 and v1alpha), describing the
 // services whose methods were registered WithSchema, and the standard
 // health service (grpc.health.v1.Health): SERVING for the server ("") and
-// those services until the server shuts down, NOT_SERVING from then on.
+// those services until the server starts shutting down, NOT_SERVING from
+// then on. A Watch sends the status, then NOT_SERVING the moment a drain
+// starts, and ends when the server closes the connection.
 // Tools such as buf curl, grpcurl and grpcui list and call methods through
 // them with no local schema. They describe what Warren.Methods already
 // lists, and run on connections the server has authorized. Their calls are
@@ -70,6 +73,23 @@ func (hc healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
+
+// Watch calls onChange once the server starts shutting down (grpchealth
+// then sends NOT_SERVING).
+func (hc healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest, onChange func()) (func(), error) {
+	if _, err := hc.Check(ctx, req); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-hc.srv.Draining():
+			onChange()
+		case <-stop:
+		}
+	}()
+	return sync.OnceFunc(func() { close(stop) }), nil
 }
 
 // serviceGuard is the connect-go interceptor of the reflection and health

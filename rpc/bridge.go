@@ -69,6 +69,8 @@ func (b *bridgeServer) SchemaServices() []string {
 func (b *bridgeServer) MaxMessage() int { return int((*Server)(b).maxMessage()) }
 func (b *bridgeServer) Closed() bool    { return isClosed(b.closed) }
 
+func (b *bridgeServer) Draining() <-chan struct{} { return b.closed }
+
 // The bridge's view of a handler.
 
 func (h *handler) Name() string          { return h.name }
