@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -67,7 +68,7 @@ type healthChecker struct{ srv bridgecore.Server }
 
 func (hc healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if req.Service != "" && !slices.Contains(hc.srv.SchemaServices(), req.Service) {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+		return nil, connect.NewError(connect.CodeNotFound, errors.New(statusmsg.Bound(fmt.Sprintf("unknown service %q", req.Service))))
 	}
 	if hc.srv.Closed() {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -208,7 +209,7 @@ func writeProtocolError(w http.ResponseWriter, r *http.Request, httpStatus int, 
 		h := w.Header()
 		h["Content-Type"] = []string{mt}
 		h["Grpc-Status"] = []string{strconv.Itoa(int(se.Code))}
-		h["Grpc-Message"] = []string{grpcPercentEncode(se.Message)}
+		h["Grpc-Message"] = []string{grpcPercentEncode(statusmsg.Bound(se.Message))}
 		w.WriteHeader(http.StatusOK)
 		return
 	}

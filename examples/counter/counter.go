@@ -17,8 +17,8 @@
 //	Counter.List  {}               -> {"counters":[{"name","value"},...]} sorted by name
 //	Counter.Watch {"name"}         => {"name","value"}   a server stream: the current value, then every change
 //
-// A missing name is InvalidArgument; an increment past the range of int64 is
-// OutOfRange. Every method is safe for any number of concurrent callers.
+// A missing name, or one over MaxName (256) bytes, is InvalidArgument; an
+// increment past the range of int64 is OutOfRange. Every method is safe for any number of concurrent callers.
 //
 // A watch never ends by itself: before rpc.Server.Shutdown, whose wait for
 // the calls in progress would otherwise last until its deadline, call
@@ -86,20 +86,20 @@ func (s *Store) Register(srv *rpc.Server) {
 	methods := File_counter_proto.Services().ByName("Counter").Methods()
 	schema := func(name protoreflect.Name) rpc.MethodOption { return rpc.WithSchema(methods.ByName(name)) }
 	rpc.Handle(srv, "Counter.Set", func(ctx context.Context, req *SetRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
+		if err := checkName(req.Name); err != nil {
+			return nil, err
 		}
 		return s.Set(req.Name, req.Value), nil
 	}, schema("Set"))
 	rpc.Handle(srv, "Counter.Get", func(ctx context.Context, req *GetRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
+		if err := checkName(req.Name); err != nil {
+			return nil, err
 		}
 		return s.Get(req.Name)
 	}, schema("Get"))
 	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
+		if err := checkName(req.Name); err != nil {
+			return nil, err
 		}
 		by := int64(1)
 		if req.By != nil {
@@ -111,14 +111,28 @@ func (s *Store) Register(srv *rpc.Server) {
 		return &ListReply{Counters: s.List()}, nil
 	}, schema("List"))
 	rpc.HandleServerStream(srv, "Counter.Watch", func(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Entry]) error {
-		if req.Name == "" {
-			return errNoName
+		if err := checkName(req.Name); err != nil {
+			return err
 		}
 		return s.Watch(ctx, req.Name, st.Send)
 	}, schema("Watch"))
 }
 
+// MaxName is the longest counter name, in bytes.
+const MaxName = 256
+
 var errNoName = status.New(status.InvalidArgument, `missing "name"`)
+
+// checkName refuses a missing name and one over MaxName bytes.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errNoName
+	case len(name) > MaxName:
+		return status.Errorf(status.InvalidArgument, "a counter name of %d bytes is over the limit of %d", len(name), MaxName)
+	}
+	return nil
+}
 
 func notFound(name string) error {
 	return status.Errorf(status.NotFound, "no counter named %q (create it with Counter.Set)", name)
