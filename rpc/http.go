@@ -203,6 +203,7 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 	case b != nil:
 		// Other protocols, and paths that name no registered method
 		// (reflection, health, unknown).
+		h.srv.boundBridgeBody(w, r)
 		b.Serve(w, r, (*bridgeConn)(h.sc))
 	case ok && !enc.Stream:
 		// An unknown method: 404, as an HTTP server without the route
