@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -187,7 +188,8 @@ func TestTokenAuthHTTP(t *testing.T) {
 		if st == 401 && h.Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: 401 without WWW-Authenticate", tc.name)
 		}
-		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie)) {
+		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie) ||
+			!strings.Contains(h.Get("Set-Cookie"), "HttpOnly") || strings.Contains(h.Get("Set-Cookie"), "Secure")) {
 			t.Errorf("%s: Location %q, Set-Cookie %q", tc.name, h.Get("Location"), h.Get("Set-Cookie"))
 		}
 	}
@@ -231,6 +233,32 @@ func TestTokenRefusedCurl(t *testing.T) {
 	}
 }
 
+// TestTokenCookieSecureOverTLS: over TLS the token cookie is Secure too.
+func TestTokenCookieSecureOverTLS(t *testing.T) {
+	srvConf, cliConf := testutil.TLSConfigs(t)
+	l, err := transport.Listen("tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	srv := rpc.NewServer(&rpc.ServerOptions{Auth: &rpc.TokenAuth{Token: testToken}, Page: testPage{}, Logger: quietLogger(&b)})
+	go srv.Serve(l)
+	defer srv.Close()
+	tr := &http.Transport{TLSClientConfig: cliConf}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", "https://"+l.Addr().String()+"/?token="+testToken, nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c := resp.Header.Get("Set-Cookie"); resp.StatusCode != 303 || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "Secure") {
+		t.Fatalf("%d, Set-Cookie %q: want 303 with an HttpOnly, Secure cookie", resp.StatusCode, c)
+	}
+}
+
 // upgrade sends a WebSocket opening handshake and returns the status line
 // and the selected subprotocol.
 func upgrade(t *testing.T, host string, header ...string) (string, string) {
@@ -268,6 +296,20 @@ func TestTokenAuthWebSocket(t *testing.T) {
 	}
 	if st, _ := upgrade(t, host, "Authorization", "Bearer "+testToken); !strings.HasPrefix(st, "101") {
 		t.Errorf("bearer header: %s, want 101", st)
+	}
+	// Calls on a session whose upgrade carried the token, here as the
+	// page's cookie (HttpOnly: the page cannot copy it into metadata),
+	// need no token of their own.
+	_, port, _ := net.SplitHostPort(host)
+	c, err := rpc.Dial("ws://"+host+"/", &rpc.ClientOptions{Dial: &transport.DialConfig{
+		WebSocketHeader: http.Header{"Cookie": {"warren-token-" + port + "=" + testToken}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := setCounter(c); err != nil {
+		t.Errorf("a call on a session opened with the cookie: %v", err)
 	}
 	// The origin check stays: the right token from a page of another origin is refused.
 	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+"warren.bearer."+testToken, "Origin", "http://evil.example"); !strings.HasPrefix(st, "403") {

@@ -87,7 +87,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	if code != status.OK {
 		if hd == nil {
 			msg = fmt.Sprintf("unknown method %q", h.Method)
-			if a := s.opts.Auth; a != nil && !a.allowMetadata(sc.peer, h.Metadata) {
+			if a := s.opts.Auth; a != nil && !a.allowMetadata(sc, h.Metadata) {
 				// Without the token, a caller does not learn which
 				// methods exist.
 				code, msg = errNoToken.Code, errNoToken.Message

@@ -245,6 +245,9 @@ func (s *Server) serveWebSocket(sc *serverConn, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return // UpgradeWebSocket has answered the request
 	}
+	if r.Context().Value(authedKey{}) != nil {
+		sc.tokenOK.Store(true)
+	}
 	if s.adoptWebSocket(sc, conn) {
 		return // an event loop serves it
 	}

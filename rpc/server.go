@@ -382,6 +382,10 @@ type serverConn struct {
 	// has turned to HTTP, ends the count of its peer's connections in
 	// their handshake; nil once called.
 	handshake func()
+	// tokenOK is set when the connection became a WebSocket session by
+	// an upgrade that carried the token (TokenAuth): its calls need no
+	// token of their own.
+	tokenOK atomic.Bool
 	// ac's running counts the calls whose handler goroutine has not
 	// returned: a call stops counting in calls when its reply's end is
 	// queued, but its stream is dropped, and the credit of messages it
