@@ -1,8 +1,12 @@
 package grpcbridge_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,4 +54,47 @@ func TestMessageBounds(t *testing.T) {
 			t.Fatalf("Get of a 64 KiB name: %v", err)
 		}
 	})
+}
+
+// TestGzipInflateLimit sends a 64 KiB gzip body that inflates to 64 MiB in
+// each protocol: it is refused with resource_exhausted once it passes the
+// 4 MiB message limit, without inflating the rest to measure it.
+func TestGzipInflateLimit(t *testing.T) {
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestCompression)
+	zero := make([]byte, 1<<20)
+	for range 64 {
+		zw.Write(zero)
+	}
+	zw.Close()
+	e := startHTTP(t, nil, nil)
+	for _, tc := range []struct {
+		name, path, ct, encHeader string
+		h2, envelope              bool
+	}{
+		{"connect unary", "/Counter.Get", "application/proto", "Content-Encoding", false, false},
+		{"grpc", "/Counter.Get", "application/grpc", "Grpc-Encoding", true, true},
+		{"grpc-web", "/Counter.Get", "application/grpc-web+proto", "Grpc-Encoding", false, true},
+		{"connect streaming", "/Counter.Watch", "application/connect+proto", "Connect-Content-Encoding", true, true},
+	} {
+		body := zb.Bytes()
+		if tc.envelope {
+			body = append(binary.BigEndian.AppendUint32([]byte{1}, uint32(len(body))), body...)
+		}
+		req, _ := http.NewRequest("POST", "http://w"+tc.path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", tc.ct)
+		req.Header.Set(tc.encHeader, "gzip")
+		hc := protoCase{http2: tc.h2}.httpClient(e.path)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		got := string(b) + resp.Header.Get("Grpc-Status") + " " + resp.Header.Get("Grpc-Message") + resp.Trailer.Get("Grpc-Status") + " " + resp.Trailer.Get("Grpc-Message")
+		if !strings.Contains(got, "resource_exhausted") && !strings.Contains(got, "8 ") || strings.Contains(got, "67108864") {
+			t.Errorf("%s: %d %q, want resource_exhausted before inflating the whole body", tc.name, resp.StatusCode, got)
+		}
+	}
 }
