@@ -191,9 +191,14 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 	ct := r.Header.Get("Content-Type")
 	enc, ok := bridgecore.ParseContentType(ct)
 	b := h.srv.httpBridge()
-	if ok && !enc.Stream {
-		if hd, _ := h.srv.lookupPath(r.URL.Path); hd != nil {
+	if ok {
+		if hd, _ := h.srv.lookupPath(r.URL.Path); hd != nil && !enc.Stream {
 			h.call(w, r, hd, enc, nil)
+			return
+		} else if hd != nil && hd.kind == kindUnary {
+			// connect-go would answer an empty 415: say what to send.
+			bridgecore.WriteUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
+				"%s is a unary method: call it with Content-Type application/json or application/proto, the message as the body", hd.name), nil, nil)
 			return
 		}
 	}

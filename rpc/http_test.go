@@ -674,7 +674,7 @@ func TestHTTPServerStream(t *testing.T) {
 	// A unary content type for a streaming method, and the reverse.
 	wantError(t, e.post(t, "/Counter.Watch", `{"name":"w"}`), http.StatusUnsupportedMediaType, "invalid_argument") // a Connect error: the content type is a protocol's
 	r := e.do(t, "POST", "/Counter.Get", "application/connect+json", envelope(0, `{"name":"w"}`))
-	if r.status != http.StatusUnsupportedMediaType { // connect-go's unary handler: not its content type
+	if r.status != http.StatusUnsupportedMediaType || !bytes.Contains(r.body, []byte("is a unary method: call it with Content-Type application/json")) {
 		t.Fatalf("unary method called as a stream: %v", r)
 	}
 	r = e.do(t, "POST", "/Nope.Watch", "application/connect+json", envelope(0, `{}`))
