@@ -48,7 +48,9 @@ var (
 var Raw Codec = rawCodec{}
 
 // JSON encodes with encoding/json, or with protojson (the protobuf JSON
-// mapping) for proto.Message values, which then refuse unknown fields.
+// mapping) for proto.Message values. Decoding discards unknown fields, as
+// encoding/json does and as binary protobuf does, so that a client built
+// from a newer schema (a field added) still calls an older server.
 // Decoding keeps numbers exact when decoding into interface values
 // (json.Number).
 var JSON Codec = jsonCodec{}

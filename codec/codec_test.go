@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -160,7 +159,7 @@ func BenchmarkProtoAppend(b *testing.B) {
 
 // TestJSONProtoCompact checks that protobuf messages encode as compact JSON
 // (protojson varies its spacing from build to build), strings untouched,
-// and that an unknown field is refused by name.
+// and that an unknown field is discarded.
 func TestJSONProtoCompact(t *testing.T) {
 	m, err := structpb.NewStruct(map[string]any{"a b": `c, "d": e\`, "n": 1.5, "l": []any{true, nil}})
 	if err != nil {
@@ -178,9 +177,9 @@ func TestJSONProtoCompact(t *testing.T) {
 	if err := JSON.Unmarshal(out[len("prefix "):], &back); err != nil || !proto.Equal(&back, m) {
 		t.Fatalf("round trip: %v", err)
 	}
-	err = JSON.Unmarshal([]byte(`{"name":"a","bye":3}`), &descriptorpb.FileDescriptorProto{})
-	if err == nil || !strings.Contains(err.Error(), `unknown field "bye"`) {
-		t.Fatalf("unknown field: %v", err)
+	var fd descriptorpb.FileDescriptorProto
+	if err := JSON.Unmarshal([]byte(`{"name":"a","bye":3}`), &fd); err != nil || fd.GetName() != "a" {
+		t.Fatalf("unknown field: %v %v", &fd, err)
 	}
 }
 

@@ -311,8 +311,11 @@ func unmarshalProtoJSON(data []byte, m proto.Message) error {
 			putFlatBuf(bp)
 		}
 	}
-	return protojson.Unmarshal(data, m) // an unknown field is an error naming it
+	return discardUnknown.Unmarshal(data, m)
 }
+
+// discardUnknown decodes the protobuf JSON mapping, skipping unknown fields.
+var discardUnknown = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // toBinary appends the binary form of the JSON object data to bin; false if
 // data must go to protojson.

@@ -12,7 +12,10 @@
 package grpcbridge
 
 import (
+	"compress/gzip"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -36,6 +39,8 @@ func (bridge) Bind(srv bridgecore.Server) bridgecore.Handler {
 		connect.WithCodec(passCodec{"proto"}),
 		connect.WithCodec(passCodec{"json"}),
 		connect.WithReadMaxBytes(limit),
+		connect.WithCompression("gzip", func() connect.Decompressor { return &limitedGunzip{limit: int64(limit)} },
+			func() connect.Compressor { w, _ := gzip.NewWriterLevel(nil, gzip.DefaultCompression); return w }),
 		connect.WithCompressMinBytes(bridgecore.CompressMinBytes),
 	}
 	unaryOpts := append(opts[:len(opts):len(opts)], connect.WithIdempotency(connect.IdempotencyNoSideEffects))
@@ -48,6 +53,27 @@ func (bridge) Bind(srv bridgecore.Server) bridgecore.Handler {
 	}
 	h.services = newServices(srv)
 	return h
+}
+
+// limitedGunzip is the gzip decompressor of request messages: it fails
+// with ResourceExhausted as soon as a message inflates past limit, where
+// connect-go's own inflates the rest to report its size.
+type limitedGunzip struct {
+	gzip.Reader
+	limit, n int64
+}
+
+func (d *limitedGunzip) Read(p []byte) (int, error) {
+	k, err := d.Reader.Read(p)
+	if d.n += int64(k); d.n > d.limit {
+		return k, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request message inflates past the limit of %d bytes", d.limit))
+	}
+	return k, err
+}
+
+func (d *limitedGunzip) Reset(r io.Reader) error {
+	d.n = 0
+	return d.Reader.Reset(r)
 }
 
 // handler holds the connect-go handlers, one per kind of call; the method

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/pool"
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -217,7 +218,7 @@ func connectErrorOf(se *status.Error, header, trailer []string) *connect.Error {
 	}
 	var ce *connect.Error
 	if se.Message != "" {
-		ce = connect.NewError(code, errors.New(se.Message))
+		ce = connect.NewError(code, errors.New(statusmsg.Bound(se.Message)))
 	} else {
 		ce = connect.NewError(code, nil)
 	}

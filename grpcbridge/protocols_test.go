@@ -74,6 +74,20 @@ func (pc protoCase) httpClient(path string) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
+// forEachProtoCase runs f as a subtest for every protoCase, with an HTTP
+// client for the socket at path and a context that ends in 10 s.
+func forEachProtoCase(t *testing.T, path string, f func(t *testing.T, pc protoCase, hc *http.Client, ctx context.Context)) {
+	for _, pc := range protoCases() {
+		t.Run(pc.String(), func(t *testing.T) {
+			hc := pc.httpClient(path)
+			defer hc.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			f(t, pc, hc, ctx)
+		})
+	}
+}
+
 func (pc protoCase) options() []connect.ClientOption {
 	var opts []connect.ClientOption
 	switch pc.protocol {
@@ -127,96 +141,90 @@ func TestConnectProtocols(t *testing.T) {
 			}
 		})
 	})
-	for _, pc := range protoCases() {
-		t.Run(pc.String(), func(t *testing.T) {
-			hc := pc.httpClient(e.path)
-			defer hc.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			opts := pc.options()
-			name := strings.ReplaceAll(pc.String(), "/", "-")
-			// The full name, as generated clients call it, and the short
-			// names warren's users already use.
-			set := connect.NewClient[counter.SetRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Set", opts...)
-			inc := connect.NewClient[counter.IncRequest, counter.Entry](hc, "http://w/Counter/Inc", opts...)
-			get := connect.NewClient[counter.GetRequest, counter.Entry](hc, "http://w/Counter.Get", opts...)
-			r, err := set.CallUnary(ctx, connect.NewRequest(&counter.SetRequest{Name: name, Value: 1 << 60}))
-			if err != nil || r.Msg.Value != 1<<60 {
-				t.Fatalf("Set: %v %v", r, err)
-			}
-			by := int64(-5)
-			r, err = inc.CallUnary(ctx, connect.NewRequest(&counter.IncRequest{Name: name, By: &by}))
-			if err != nil || r.Msg.Value != 1<<60-5 {
-				t.Fatalf("Inc: %v %v", r, err)
-			}
-			_, err = get.CallUnary(ctx, connect.NewRequest(&counter.GetRequest{Name: "nope-" + name}))
-			var ce *connect.Error
-			if !errors.As(err, &ce) || ce.Code() != connect.CodeNotFound || !strings.Contains(ce.Message(), "no counter named") {
-				t.Fatalf("Get of a missing counter: %v", err)
-			}
-			_, err = connect.NewClient[counter.GetRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Nope", opts...).
-				CallUnary(ctx, connect.NewRequest(&counter.GetRequest{}))
-			if connect.CodeOf(err) != connect.CodeUnimplemented {
-				t.Fatalf("unknown method: %v", err)
-			}
+	forEachProtoCase(t, e.path, func(t *testing.T, pc protoCase, hc *http.Client, ctx context.Context) {
+		opts := pc.options()
+		name := strings.ReplaceAll(pc.String(), "/", "-")
+		// The full name, as generated clients call it, and the short
+		// names warren's users already use.
+		set := connect.NewClient[counter.SetRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Set", opts...)
+		inc := connect.NewClient[counter.IncRequest, counter.Entry](hc, "http://w/Counter/Inc", opts...)
+		get := connect.NewClient[counter.GetRequest, counter.Entry](hc, "http://w/Counter.Get", opts...)
+		r, err := set.CallUnary(ctx, connect.NewRequest(&counter.SetRequest{Name: name, Value: 1 << 60}))
+		if err != nil || r.Msg.Value != 1<<60 {
+			t.Fatalf("Set: %v %v", r, err)
+		}
+		by := int64(-5)
+		r, err = inc.CallUnary(ctx, connect.NewRequest(&counter.IncRequest{Name: name, By: &by}))
+		if err != nil || r.Msg.Value != 1<<60-5 {
+			t.Fatalf("Inc: %v %v", r, err)
+		}
+		_, err = get.CallUnary(ctx, connect.NewRequest(&counter.GetRequest{Name: "nope-" + name}))
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeNotFound || !strings.Contains(ce.Message(), "no counter named") {
+			t.Fatalf("Get of a missing counter: %v", err)
+		}
+		_, err = connect.NewClient[counter.GetRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Nope", opts...).
+			CallUnary(ctx, connect.NewRequest(&counter.GetRequest{}))
+		if connect.CodeOf(err) != connect.CodeUnimplemented {
+			t.Fatalf("unknown method: %v", err)
+		}
 
-			// A server stream: the current value, a change, then the
-			// deadline.
-			watch := connect.NewClient[counter.WatchRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Watch", opts...)
-			wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			defer wcancel()
-			ws, err := watch.CallServerStream(wctx, connect.NewRequest(&counter.WatchRequest{Name: name}))
-			if err != nil {
+		// A server stream: the current value, a change, then the
+		// deadline.
+		watch := connect.NewClient[counter.WatchRequest, counter.Entry](hc, "http://w/warren.counter.v1.Counter/Watch", opts...)
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		ws, err := watch.CallServerStream(wctx, connect.NewRequest(&counter.WatchRequest{Name: name}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ws.Receive() || ws.Msg().Value != 1<<60-5 {
+			t.Fatalf("first watched: %v %v", ws.Msg(), ws.Err())
+		}
+		if _, err := inc.CallUnary(ctx, connect.NewRequest(&counter.IncRequest{Name: name})); err != nil {
+			t.Fatal(err)
+		}
+		if !ws.Receive() || ws.Msg().Value != 1<<60-4 {
+			t.Fatalf("second watched: %v %v", ws.Msg(), ws.Err())
+		}
+		if ws.Receive() || connect.CodeOf(ws.Err()) != connect.CodeDeadlineExceeded {
+			t.Fatalf("after the deadline: %v", ws.Err())
+		}
+		ws.Close()
+
+		// A client stream, with a trailer.
+		cs := connect.NewClient[wrapperspb.Int64Value, wrapperspb.Int64Value](hc, "http://w/Num/Sum", opts...).CallClientStream(ctx)
+		for i := int64(1); i <= 4; i++ {
+			if err := cs.Send(wrapperspb.Int64(i)); err != nil {
 				t.Fatal(err)
 			}
-			if !ws.Receive() || ws.Msg().Value != 1<<60-5 {
-				t.Fatalf("first watched: %v %v", ws.Msg(), ws.Err())
-			}
-			if _, err := inc.CallUnary(ctx, connect.NewRequest(&counter.IncRequest{Name: name})); err != nil {
+		}
+		sum, err := cs.CloseAndReceive()
+		if err != nil || sum.Msg.Value != 10 || sum.Trailer().Get("Count") != "done" {
+			t.Fatalf("client stream: %v %v", sum, err)
+		}
+
+		// A full-duplex bidi stream needs HTTP/2 (gRPC-Web and
+		// Connect allow it nowhere else either).
+		if !pc.http2 {
+			return
+		}
+		bs := connect.NewClient[wrapperspb.Int64Value, wrapperspb.Int64Value](hc, "http://w/Num/Running", opts...).CallBidiStream(ctx)
+		for i := int64(1); i <= 3; i++ {
+			if err := bs.Send(wrapperspb.Int64(i)); err != nil {
 				t.Fatal(err)
 			}
-			if !ws.Receive() || ws.Msg().Value != 1<<60-4 {
-				t.Fatalf("second watched: %v %v", ws.Msg(), ws.Err())
+			got, err := bs.Receive()
+			if err != nil || got.Value != i*(i+1)/2 {
+				t.Fatalf("bidi %d: %v %v", i, got, err)
 			}
-			if ws.Receive() || connect.CodeOf(ws.Err()) != connect.CodeDeadlineExceeded {
-				t.Fatalf("after the deadline: %v", ws.Err())
-			}
-			ws.Close()
-
-			// A client stream, with a trailer.
-			cs := connect.NewClient[wrapperspb.Int64Value, wrapperspb.Int64Value](hc, "http://w/Num/Sum", opts...).CallClientStream(ctx)
-			for i := int64(1); i <= 4; i++ {
-				if err := cs.Send(wrapperspb.Int64(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sum, err := cs.CloseAndReceive()
-			if err != nil || sum.Msg.Value != 10 || sum.Trailer().Get("Count") != "done" {
-				t.Fatalf("client stream: %v %v", sum, err)
-			}
-
-			// A full-duplex bidi stream needs HTTP/2 (gRPC-Web and
-			// Connect allow it nowhere else either).
-			if !pc.http2 {
-				return
-			}
-			bs := connect.NewClient[wrapperspb.Int64Value, wrapperspb.Int64Value](hc, "http://w/Num/Running", opts...).CallBidiStream(ctx)
-			for i := int64(1); i <= 3; i++ {
-				if err := bs.Send(wrapperspb.Int64(i)); err != nil {
-					t.Fatal(err)
-				}
-				got, err := bs.Receive()
-				if err != nil || got.Value != i*(i+1)/2 {
-					t.Fatalf("bidi %d: %v %v", i, got, err)
-				}
-			}
-			bs.CloseRequest()
-			if _, err := bs.Receive(); !errors.Is(err, io.EOF) {
-				t.Fatalf("bidi end: %v", err)
-			}
-			bs.CloseResponse()
-		})
-	}
+		}
+		bs.CloseRequest()
+		if _, err := bs.Receive(); !errors.Is(err, io.EOF) {
+			t.Fatalf("bidi end: %v", err)
+		}
+		bs.CloseResponse()
+	})
 	testutil.WaitFor(t, func() bool { return e.srv.Stats().Calls == 0 })
 }
 

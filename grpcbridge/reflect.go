@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -20,7 +22,9 @@ import (
 // reflection service (grpc.reflection.v1 and v1alpha), describing the
 // services whose methods were registered WithSchema, and the standard
 // health service (grpc.health.v1.Health): SERVING for the server ("") and
-// those services until the server shuts down, NOT_SERVING from then on.
+// those services until the server starts shutting down, NOT_SERVING from
+// then on. A Watch sends the status, then NOT_SERVING the moment a drain
+// starts, and ends when the server closes the connection.
 // Tools such as buf curl, grpcurl and grpcui list and call methods through
 // them with no local schema. They describe what Warren.Methods already
 // lists, and run on connections the server has authorized. Their calls are
@@ -64,12 +68,29 @@ type healthChecker struct{ srv bridgecore.Server }
 
 func (hc healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if req.Service != "" && !slices.Contains(hc.srv.SchemaServices(), req.Service) {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+		return nil, connect.NewError(connect.CodeNotFound, errors.New(statusmsg.Bound(fmt.Sprintf("unknown service %q", req.Service))))
 	}
 	if hc.srv.Closed() {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
+
+// Watch calls onChange once the server starts shutting down (grpchealth
+// then sends NOT_SERVING).
+func (hc healthChecker) Watch(ctx context.Context, req *grpchealth.CheckRequest, onChange func()) (func(), error) {
+	if _, err := hc.Check(ctx, req); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-hc.srv.Draining():
+			onChange()
+		case <-stop:
+		}
+	}()
+	return sync.OnceFunc(func() { close(stop) }), nil
 }
 
 // serviceGuard is the connect-go interceptor of the reflection and health

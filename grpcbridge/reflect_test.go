@@ -227,3 +227,36 @@ func TestHealthInterceptorPanic(t *testing.T) {
 		t.Fatalf("stats after the panic: %+v", st)
 	}
 }
+
+// TestHealthWatch watches the server's health with grpchealth's client over
+// gRPC: SERVING, then NOT_SERVING as soon as Shutdown starts, and the end
+// of the stream when the server closes.
+func TestHealthWatch(t *testing.T) {
+	e := startHTTP(t, nil, nil)
+	pc := protoCase{protocol: "grpc", http2: true}
+	hc := pc.httpClient(e.path)
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	health := grpchealth.NewClient(hc, "http://w", pc.options()...)
+	if ev := <-health.Watch(ctx, &grpchealth.CheckRequest{Service: "nope.Nope"}); connect.CodeOf(ev.Err) != connect.CodeNotFound {
+		t.Fatalf("watch of an unknown service: %+v", ev)
+	}
+	events := health.Watch(ctx, &grpchealth.CheckRequest{})
+	if ev := <-events; ev.Err != nil || ev.Response.Status != grpchealth.StatusServing {
+		t.Fatalf("first: %+v", ev)
+	}
+	grace, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop()
+	shut := make(chan struct{})
+	go func() {
+		e.srv.Shutdown(grace) // the watch holds it to the end of the grace period
+		close(shut)
+	}()
+	if ev := <-events; ev.Err != nil || ev.Response.Status != grpchealth.StatusNotServing {
+		t.Fatalf("once the drain starts: %+v", ev)
+	}
+	for range events { // ends, with or without an error, once the server closes
+	}
+	<-shut
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/peer"
@@ -27,10 +28,11 @@ import (
 //   - in HTTP requests (Connect calls, the page, WebSocket upgrades), as the
 //     header "Authorization: Bearer TOKEN", as the cookie
 //     "warren-token-PORT" that a browser keeps, in the query parameter "token" (a GET that asks
-//     for HTML and carries a valid token gets the cookie and is redirected
-//     to the same URL without it), or, for a WebSocket upgrade, as the
-//     subprotocol "warren.bearer.TOKEN" (browsers cannot set headers on
-//     a WebSocket; the server then selects the subprotocol "warren").
+//     for HTML and carries a valid token gets the cookie, HttpOnly and, over
+//     TLS, Secure, and is redirected to the same URL without it), or, for a
+//     WebSocket upgrade, as the subprotocol "warren.bearer.TOKEN" (browsers
+//     cannot set headers on a WebSocket; the server then selects the
+//     subprotocol "warren").
 //
 // Calls that arrive over an HTTP request that carried the token are
 // authenticated by it. Peers of unix sockets (those with kernel
@@ -51,7 +53,9 @@ const tokenProtocolPrefix = "warren.bearer."
 
 // tokenCookie is the name of the cookie that keeps the token in a browser
 // for a server reached at host ("127.0.0.1:7000"): cookies are shared by
-// every port of a host, so the port is part of the name.
+// every port of a host, so the port is part of the name. A browser still
+// sends the cookie to the other ports of that host: a server listening on
+// one of them receives the token.
 func tokenCookie(host string) string {
 	_, port, err := net.SplitHostPort(host)
 	if err != nil {
@@ -94,20 +98,40 @@ var errNoToken = status.New(status.Unauthenticated,
 
 // allowCall is the per-call check, run by the interceptors below.
 func (a *TokenAuth) allowCall(ctx context.Context) error {
-	// A call of an HTTP request that carried the token: the request's
-	// context is the call's parent.
-	if c, _ := ctx.Value(callKey{}).(*serverCall); c != nil && c.parent != nil && c.parent.Value(authedKey{}) != nil {
+	// A call of an HTTP request that carried the token (the request's
+	// context is the call's parent), or of a WebSocket session whose
+	// upgrade carried it (the connection is marked).
+	if c, _ := ctx.Value(callKey{}).(*serverCall); c != nil && (c.parent != nil && c.parent.Value(authedKey{}) != nil ||
+		c.conn != nil && c.conn.tokenOK.Load()) {
 		return nil
 	}
 	if p, ok := peer.FromContext(ctx); ok && a.exempt(p) {
 		return nil
 	}
-	for _, v := range IncomingMetadata(ctx)["authorization"] {
-		if a.bearer(v) {
-			return nil
-		}
+	if a.bearerIn(IncomingMetadata(ctx)) {
+		return nil
 	}
 	return errNoToken
+}
+
+// bearerIn reports whether md carries "authorization: Bearer TOKEN".
+func (a *TokenAuth) bearerIn(md Metadata) bool {
+	for _, v := range md["authorization"] {
+		if a.bearer(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowMetadata is the token check of a call on sc from its wire metadata
+// block, for calls refused before they reach the interceptors.
+func (a *TokenAuth) allowMetadata(sc *serverConn, block []byte) bool {
+	if a.exempt(sc.peer) || sc.tokenOK.Load() {
+		return true
+	}
+	md, _ := parseMetadata(block)
+	return a.bearerIn(md)
 }
 
 func (a *TokenAuth) unary(ctx context.Context, req any, info *CallInfo, next UnaryHandler) (any, error) {
@@ -174,7 +198,11 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 		if r.Method == http.MethodGet && !transport.IsWebSocketUpgrade(r) && wantsHTML(r) {
 			// Keep it in a cookie and take it out of the address bar and
 			// the history.
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie(r.Host), Value: a.Token, Path: "/", SameSite: http.SameSiteStrictMode})
+			// HttpOnly: the page's scripts never see it (the browser
+			// sends it with the WebSocket upgrade); Secure over TLS.
+			secure := r.TLS != nil || p != nil && p.TLS != nil
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie(r.Host), Value: a.Token, Path: "/",
+				SameSite: http.SameSiteStrictMode, HttpOnly: true, Secure: secure})
 			q.Del("token")
 			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
 			w.Header().Set("Cache-Control", "no-store")
@@ -191,10 +219,40 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 			io.WriteString(w, unauthorizedPage)
 			return nil
 		}
-		bridgecore.WriteUnaryError(w, 0, errNoToken, nil, nil)
+		drainRefused(w, r)
+		writeProtocolError(w, r, 0, errNoToken)
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))
+}
+
+// refusedBodyMax and refusedBodyWait bound what is read of the body of a
+// request refused before it is served.
+const (
+	refusedBodyMax  = 64 << 10
+	refusedBodyWait = time.Second
+)
+
+// drainRefused reads and discards the body of a request about to be
+// refused, up to refusedBodyMax bytes within refusedBodyWait, so that the
+// answer does not come with a reset of a stream the client is still
+// sending (curl reports that as a framing error, not the answer). A body
+// not read whole closes an HTTP/1.1 connection after the answer.
+func drainRefused(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(refusedBodyWait))
+	n, err := io.Copy(io.Discard, io.LimitReader(r.Body, refusedBodyMax+1))
+	if err != nil || n > refusedBodyMax {
+		if r.ProtoMajor == 1 {
+			w.Header()["Connection"] = bridgecore.HdrClose
+		}
+		rc.SetReadDeadline(time.Now())
+		return
+	}
+	rc.SetReadDeadline(time.Time{})
 }
 
 // wantsHTML reports whether a request asks for a page (a browser's

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -24,8 +26,15 @@ const testToken = "s3cret-token-for-tests-only-0123456789"
 // unix) until the test ends, and returns the bound address.
 func startAuth(t *testing.T, addr string, auth *rpc.TokenAuth, page http.Handler) string {
 	t.Helper()
+	return startAuthOpts(t, addr, &rpc.ServerOptions{Auth: auth, Page: page})
+}
+
+// startAuthOpts is startAuth with the server's options.
+func startAuthOpts(t *testing.T, addr string, opts *rpc.ServerOptions) string {
+	t.Helper()
 	var b strings.Builder
-	srv := rpc.NewServer(&rpc.ServerOptions{Auth: auth, Page: page, Logger: quietLogger(&b)})
+	opts.Logger = quietLogger(&b)
+	srv := rpc.NewServer(opts)
 	counter.New().Register(srv)
 	l, err := transport.Listen(addr, nil)
 	if err != nil {
@@ -85,6 +94,29 @@ func TestTokenAuthCalls(t *testing.T) {
 	}
 	if status.CodeOf(err) != status.Unauthenticated {
 		t.Fatalf("a stream without a token: %v, want unauthenticated", err)
+	}
+}
+
+// TestTokenBeforeMethod checks that a caller without the token gets 16
+// whether or not the method exists, on both engines: the method table is
+// not visible without the token.
+func TestTokenBeforeMethod(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		addr := startAuthOpts(t, "tcp://127.0.0.1:0", &rpc.ServerOptions{Auth: &rpc.TokenAuth{Token: testToken}, EventLoop: loop})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, token := range []string{"", "wrong"} {
+			for _, method := range []string{"Counter.Set", "Nope.Nope"} {
+				_, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, dialToken(t, addr, token), method, &counter.SetRequest{Name: "a"})
+				if status.CodeOf(err) != status.Unauthenticated {
+					t.Errorf("event loop %v, token %q, %s: %v, want unauthenticated", loop, token, method, err)
+				}
+			}
+		}
+		_, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, dialToken(t, addr, testToken), "Nope.Nope", &counter.SetRequest{})
+		if status.CodeOf(err) != status.Unimplemented {
+			t.Errorf("event loop %v, with the token, an unknown method: %v, want unimplemented", loop, err)
+		}
 	}
 }
 
@@ -156,9 +188,74 @@ func TestTokenAuthHTTP(t *testing.T) {
 		if st == 401 && h.Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: 401 without WWW-Authenticate", tc.name)
 		}
-		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie)) {
+		if st == 303 && (h.Get("Location") != "/" || !strings.Contains(h.Get("Set-Cookie"), cookie) ||
+			!strings.Contains(h.Get("Set-Cookie"), "HttpOnly") || strings.Contains(h.Get("Set-Cookie"), "Secure")) {
 			t.Errorf("%s: Location %q, Set-Cookie %q", tc.name, h.Get("Location"), h.Get("Set-Cookie"))
 		}
+	}
+}
+
+// TestTokenRefusedCurl checks, with curl, that a request without the token
+// is answered in its protocol after its body is read: over HTTP/2 curl
+// gets the answer, not a reset of the stream it is still sending.
+func TestTokenRefusedCurl(t *testing.T) {
+	curl := curlPath(t)
+	host := strings.TrimPrefix(startAuth(t, "tcp://127.0.0.1:0", &rpc.TokenAuth{Token: testToken}, nil), "tcp://")
+	body := string(append([]byte{0, 0, 0, 0, 3}, 0x0a, 1, 'a')) // a gRPC message: SetRequest{name: "a"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"grpc/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/grpc", "-H", "TE: trailers"},
+			[]string{"HTTP/2 200", "grpc-status: 16", "grpc-message: this server requires a token"}},
+		{"grpc-web/http1", []string{"-H", "Content-Type: application/grpc-web+proto"},
+			[]string{"HTTP/1.1 200", "Grpc-Status: 16", "Grpc-Message: this server requires a token"}},
+		{"connect-stream/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/connect+proto"},
+			[]string{"HTTP/2 200", `"code":"unauthenticated","message":"this server requires a token`}},
+		{"connect-unary/h2c", []string{"--http2-prior-knowledge", "-H", "Content-Type: application/proto"},
+			[]string{"HTTP/2 401", `"code":"unauthenticated"`}},
+	} {
+		for i := range 10 {
+			args := append([]string{"-sS", "-i", "--data-binary", "@-"}, tc.args...)
+			cmd := exec.Command(curl, append(args, "http://"+host+"/warren.counter.v1.Counter/Set")...)
+			cmd.Stdin = strings.NewReader(body)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s, try %d: %v\n%s", tc.name, i, err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Fatalf("%s: %q, want %q", tc.name, out, w)
+				}
+			}
+		}
+	}
+}
+
+// TestTokenCookieSecureOverTLS: over TLS the token cookie is Secure too.
+func TestTokenCookieSecureOverTLS(t *testing.T) {
+	srvConf, cliConf := testutil.TLSConfigs(t)
+	l, err := transport.Listen("tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	srv := rpc.NewServer(&rpc.ServerOptions{Auth: &rpc.TokenAuth{Token: testToken}, Page: testPage{}, Logger: quietLogger(&b)})
+	go srv.Serve(l)
+	defer srv.Close()
+	tr := &http.Transport{TLSClientConfig: cliConf}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", "https://"+l.Addr().String()+"/?token="+testToken, nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c := resp.Header.Get("Set-Cookie"); resp.StatusCode != 303 || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "Secure") {
+		t.Fatalf("%d, Set-Cookie %q: want 303 with an HttpOnly, Secure cookie", resp.StatusCode, c)
 	}
 }
 
@@ -200,8 +297,57 @@ func TestTokenAuthWebSocket(t *testing.T) {
 	if st, _ := upgrade(t, host, "Authorization", "Bearer "+testToken); !strings.HasPrefix(st, "101") {
 		t.Errorf("bearer header: %s, want 101", st)
 	}
+	// Calls on a session whose upgrade carried the token, here as the
+	// page's cookie (HttpOnly: the page cannot copy it into metadata),
+	// need no token of their own.
+	_, port, _ := net.SplitHostPort(host)
+	c, err := rpc.Dial("ws://"+host+"/", &rpc.ClientOptions{Dial: &transport.DialConfig{
+		WebSocketHeader: http.Header{"Cookie": {"warren-token-" + port + "=" + testToken}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := setCounter(c); err != nil {
+		t.Errorf("a call on a session opened with the cookie: %v", err)
+	}
 	// The origin check stays: the right token from a page of another origin is refused.
 	if st, _ := upgrade(t, host, "Sec-WebSocket-Protocol", "warren, "+"warren.bearer."+testToken, "Origin", "http://evil.example"); !strings.HasPrefix(st, "403") {
 		t.Errorf("another origin: %s, want 403", st)
+	}
+}
+
+// TestWrongTransport: a tcp:// client dialing a ws:// or a tls:// listener
+// is told at once what the address speaks and how to dial it (goroutine
+// mode: the event loop reads a ws:// listener's opening handshake itself).
+func TestWrongTransport(t *testing.T) {
+	srvConf, _ := testutil.TLSConfigs(t)
+	for _, tc := range []struct {
+		addr string
+		conf *transport.ListenConfig
+		want string
+		loop bool
+	}{
+		{"ws://127.0.0.1:0/warren", nil, "this address speaks WebSocket: dial ws://127.0.0.1:", false},
+		{"tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf}, "this address speaks TLS: dial tls://127.0.0.1:", false},
+	} {
+		l, err := transport.Listen(tc.addr, tc.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		srv := rpc.NewServer(&rpc.ServerOptions{Logger: quietLogger(&b), EventLoop: tc.loop})
+		go srv.Serve(l)
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		start := time.Now()
+		c, err := rpc.Dial("tcp://127.0.0.1:"+port, nil)
+		if err == nil {
+			err = setCounter(c)
+			c.Close()
+		}
+		if took := time.Since(start); err == nil || !strings.Contains(err.Error(), tc.want) || took > time.Second {
+			t.Errorf("tcp:// to %s (event loop %v): after %v: %v, want %q within 1 s", tc.addr, tc.loop, took, err, tc.want)
+		}
+		srv.Close()
 	}
 }

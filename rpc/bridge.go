@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -67,6 +69,8 @@ func (b *bridgeServer) SchemaServices() []string {
 
 func (b *bridgeServer) MaxMessage() int { return int((*Server)(b).maxMessage()) }
 func (b *bridgeServer) Closed() bool    { return isClosed(b.closed) }
+
+func (b *bridgeServer) Draining() <-chan struct{} { return b.closed }
 
 // The bridge's view of a handler.
 
@@ -178,32 +182,50 @@ func noBridge(w http.ResponseWriter, r *http.Request) {
 	const turnOn = "turn it on with rpc.ServerOptions{Bridge: grpcbridge.New()}"
 	ct := r.Header.Get("Content-Type")
 	if bridgecore.IsGRPC(ct) {
-		// Trailers-only: the status in the headers.
-		mt, _, _ := strings.Cut(ct, ";")
-		h := w.Header()
-		h["Content-Type"] = []string{strings.TrimSpace(mt)}
-		h["Grpc-Status"] = []string{"12"} // unimplemented
-		h["Grpc-Message"] = []string{grpcPercentEncode("this server does not serve gRPC or gRPC-Web: " + turnOn)}
-		w.WriteHeader(http.StatusOK)
+		writeProtocolError(w, r, 0, status.New(status.Unimplemented, "this server does not serve gRPC or gRPC-Web: "+turnOn))
 		return
 	}
 	if enc, ok := bridgecore.ParseContentType(ct); ok && enc.Stream {
-		// An end-of-stream message with the error.
-		end, _ := json.Marshal(struct {
-			Error *bridgecore.ConnectError `json:"error"`
-		}{bridgecore.NewConnectError(status.New(status.Unimplemented, "this server does not serve Connect streaming: "+turnOn))})
-		body := binary.BigEndian.AppendUint32([]byte{2}, uint32(len(end)))
-		h := w.Header()
-		h["Content-Type"] = []string{strings.TrimSpace(strings.SplitN(ct, ";", 2)[0])}
-		h["Content-Length"] = bridgecore.ContentLength(len(body) + len(end))
-		w.WriteHeader(http.StatusOK)
-		w.Write(append(body, end...))
+		writeProtocolError(w, r, 0, status.New(status.Unimplemented, "this server does not serve Connect streaming: "+turnOn))
 		return
 	}
 	// Connect GET.
 	w.Header()["Allow"] = bridgecore.HdrAllowPost
 	bridgecore.WriteUnaryError(w, http.StatusMethodNotAllowed, status.Errorf(status.Unimplemented,
 		"GET %s: this server does not serve Connect GET: %s; or call it with POST", r.URL.Path, turnOn), nil, nil)
+}
+
+// writeProtocolError answers a request with se in the request's protocol:
+// a gRPC or gRPC-Web request gets a trailers-only reply (HTTP 200, the
+// status in grpc-status and grpc-message), a Connect streaming request an
+// end-of-stream message carrying the error, any other request Connect's
+// unary JSON error with HTTP status httpStatus (0: the status for se's
+// code).
+func writeProtocolError(w http.ResponseWriter, r *http.Request, httpStatus int, se *status.Error) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	if bridgecore.IsGRPC(ct) {
+		h := w.Header()
+		h["Content-Type"] = []string{mt}
+		h["Grpc-Status"] = []string{strconv.Itoa(int(se.Code))}
+		h["Grpc-Message"] = []string{grpcPercentEncode(statusmsg.Bound(se.Message))}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if enc, ok := bridgecore.ParseContentType(ct); ok && enc.Stream {
+		end, _ := json.Marshal(struct {
+			Error *bridgecore.ConnectError `json:"error"`
+		}{bridgecore.NewConnectError(se)})
+		body := binary.BigEndian.AppendUint32([]byte{2}, uint32(len(end)))
+		h := w.Header()
+		h["Content-Type"] = []string{mt}
+		h["Content-Length"] = bridgecore.ContentLength(len(body) + len(end))
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(body, end...))
+		return
+	}
+	bridgecore.WriteUnaryError(w, httpStatus, se, nil, nil)
 }
 
 // unsupportedType answers 415 to a request whose Content-Type no protocol

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/mux"
@@ -39,6 +41,9 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 		s.refused.Add(1)
 		return nil, status.InvalidArgument, err.Error()
 	}
+	if codecID == codec.IDJSON && s.opts.RejectUnknownFields {
+		cd = strictJSON{cd}
+	}
 	if int64(sc.ac.AddCalls(1)) > int64(s.opts.MaxCallsPerConn) {
 		sc.ac.AddCalls(-1)
 		s.refused.Add(1)
@@ -60,6 +65,17 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	return cd, status.OK, ""
 }
 
+// strictJSON is codec.JSON refusing unknown fields of protobuf messages
+// (ServerOptions.RejectUnknownFields).
+type strictJSON struct{ codec.Codec }
+
+func (s strictJSON) Unmarshal(data []byte, v any) error {
+	if m, ok := v.(proto.Message); ok {
+		return protojson.Unmarshal(data, m) // an unknown field is an error naming it
+	}
+	return s.Codec.Unmarshal(data, v)
+}
+
 // onStream admits a call on the session's reader goroutine and hands it to
 // a worker. Refusals are answered at once: nothing queues.
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
@@ -71,6 +87,11 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	if code != status.OK {
 		if hd == nil {
 			msg = fmt.Sprintf("unknown method %q", h.Method)
+			if a := s.opts.Auth; a != nil && !a.allowMetadata(sc, h.Metadata) {
+				// Without the token, a caller does not learn which
+				// methods exist.
+				code, msg = errNoToken.Code, errNoToken.Message
+			}
 		}
 		st.Refuse(code, msg)
 		return

@@ -192,9 +192,14 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 	ct := r.Header.Get("Content-Type")
 	enc, ok := bridgecore.ParseContentType(ct)
 	b := h.srv.httpBridge()
-	if ok && !enc.Stream {
-		if hd, _ := h.srv.lookupPath(r.URL.Path); hd != nil {
+	if ok {
+		if hd, _ := h.srv.lookupPath(r.URL.Path); hd != nil && !enc.Stream {
 			h.call(w, r, hd, enc, nil)
+			return
+		} else if hd != nil && hd.kind == kindUnary {
+			// connect-go would answer an empty 415: say what to send.
+			bridgecore.WriteUnaryError(w, http.StatusUnsupportedMediaType, status.Errorf(status.InvalidArgument,
+				"%s is a unary method: call it with Content-Type application/json or application/proto, the message as the body", hd.name), nil, nil)
 			return
 		}
 	}
@@ -204,6 +209,7 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 	case b != nil:
 		// Other protocols, and paths that name no registered method
 		// (reflection, health, unknown).
+		h.srv.boundBridgeBody(w, r)
 		b.Serve(w, r, (*bridgeConn)(h.sc))
 	case ok && !enc.Stream:
 		// An unknown method: 404, as an HTTP server without the route
@@ -244,6 +250,9 @@ func (s *Server) serveWebSocket(sc *serverConn, w http.ResponseWriter, r *http.R
 	conn, err := transport.UpgradeWebSocket(w, r, opts)
 	if err != nil {
 		return // UpgradeWebSocket has answered the request
+	}
+	if r.Context().Value(authedKey{}) != nil {
+		sc.tokenOK.Store(true)
 	}
 	if s.adoptWebSocket(sc, conn) {
 		return // an event loop serves it

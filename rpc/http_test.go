@@ -674,7 +674,7 @@ func TestHTTPServerStream(t *testing.T) {
 	// A unary content type for a streaming method, and the reverse.
 	wantError(t, e.post(t, "/Counter.Watch", `{"name":"w"}`), http.StatusUnsupportedMediaType, "invalid_argument") // a Connect error: the content type is a protocol's
 	r := e.do(t, "POST", "/Counter.Get", "application/connect+json", envelope(0, `{"name":"w"}`))
-	if r.status != http.StatusUnsupportedMediaType { // connect-go's unary handler: not its content type
+	if r.status != http.StatusUnsupportedMediaType || !bytes.Contains(r.body, []byte("is a unary method: call it with Content-Type application/json")) {
 		t.Fatalf("unary method called as a stream: %v", r)
 	}
 	r = e.do(t, "POST", "/Nope.Watch", "application/connect+json", envelope(0, `{}`))
@@ -1084,13 +1084,7 @@ func TestWebSocketOnBridge(t *testing.T) {
 // TestHTTPCurl drives the bridge with the real curl binary, as a user
 // would.
 func TestHTTPCurl(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		if os.Getenv("WARREN_REQUIRE_TOOLS") != "" {
-			t.Fatal("curl is required (WARREN_REQUIRE_TOOLS is set) but not installed")
-		}
-		t.Skip("curl is not installed")
-	}
+	curl := curlPath(t)
 	e := startHTTP(t, bridged(nil), nil)
 	run := func(args ...string) (string, int) {
 		t.Helper()
@@ -1146,6 +1140,20 @@ func TestHTTPCurl(t *testing.T) {
 	if string(first) != `{"name":"a","value":"7"}` || flags != 2 || !strings.Contains(string(end), "deadline_exceeded") {
 		t.Fatalf("watch: %q", out)
 	}
+}
+
+// curlPath returns the curl binary, skipping the test without one (failing
+// it when WARREN_REQUIRE_TOOLS is set).
+func curlPath(t *testing.T) string {
+	t.Helper()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("WARREN_REQUIRE_TOOLS") != "" {
+			t.Fatal("curl is required (WARREN_REQUIRE_TOOLS is set) but not installed")
+		}
+		t.Skip("curl is not installed")
+	}
+	return curl
 }
 
 func wireSettings(maxMessage uint32) wire.Settings { return wire.Settings{MaxMessageSize: maxMessage} }

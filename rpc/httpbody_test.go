@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/transport"
 )
@@ -24,8 +25,15 @@ type echoMsg struct {
 // ends and returns the socket's path.
 func startBodyServer(t *testing.T) string {
 	t.Helper()
+	return startBodyServerOpts(t, &ServerOptions{})
+}
+
+// startBodyServerOpts is startBodyServer with the server's options.
+func startBodyServerOpts(t *testing.T, opts *ServerOptions) string {
+	t.Helper()
 	var logs strings.Builder
-	srv := NewServer(&ServerOptions{Logger: newTestLogger(&logs, new(sync.Mutex))})
+	opts.Logger = newTestLogger(&logs, new(sync.Mutex))
+	srv := NewServer(opts)
 	Handle(srv, "T.Echo", func(ctx context.Context, req *echoMsg) (*echoMsg, error) { return req, nil })
 	path := filepath.Join(t.TempDir(), "h.sock")
 	l, err := transport.Listen("unix://"+path, nil)
@@ -94,6 +102,21 @@ func TestHTTPBodyBounds(t *testing.T) {
 		got := exchange(t, path, "POST /T.Echo HTTP/1.1\r\nHost: warren\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 		if took := time.Since(start); took > 3*time.Second || !strings.Contains(got, "deadline_exceeded") {
 			t.Fatalf("a stalled body: after %v got %q, want deadline_exceeded within 3 s", took, got)
+		}
+	})
+
+	t.Run("slow bridged body", func(t *testing.T) {
+		// gRPC and gRPC-Web bodies get the same deadline, over HTTP/1.1
+		// as over HTTP/2.
+		bridged := startBodyServerOpts(t, &ServerOptions{Bridge: grpcbridge.New()})
+		httpbody.ReadTimeoutNS.Store(int64(300 * time.Millisecond))
+		defer httpbody.ReadTimeoutNS.Store(0)
+		for _, ct := range []string{"application/grpc", "application/grpc-web+proto", "application/grpc-web-text"} {
+			start := time.Now()
+			got := exchange(t, bridged, "POST /T.Echo HTTP/1.1\r\nHost: warren\r\nContent-Type: "+ct+"\r\nContent-Length: 100\r\n\r\nA")
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("%s: a stalled body: after %v got %q, want an answer and the connection closed within 3 s", ct, took, got)
+			}
 		}
 	})
 

@@ -83,6 +83,14 @@ type ServerOptions struct {
 	// millisecond hands reading to a new goroutine. Streams always run on
 	// workers.
 	NoInline bool
+	// RejectUnknownFields refuses, with InvalidArgument naming the field, a
+	// JSON request (or stream message) to a method whose messages are
+	// protobuf messages when it has a field the schema lacks, on every
+	// protocol. By default such fields are discarded, as binary protobuf
+	// and connect-go do, so that a client built from a newer schema (a
+	// field added) still calls this server. Plain Go struct messages
+	// follow encoding/json and ignore unknown fields either way.
+	RejectUnknownFields bool
 	// HandshakeTimeout bounds a new connection's preface; 0 means 10s.
 	HandshakeTimeout time.Duration
 	// SharedThreshold sends messages of at least this many bytes (16 KiB
@@ -388,6 +396,10 @@ type serverConn struct {
 	// has turned to HTTP, ends the count of its peer's connections in
 	// their handshake; nil once called.
 	handshake func()
+	// tokenOK is set when the connection became a WebSocket session by
+	// an upgrade that carried the token (TokenAuth): its calls need no
+	// token of their own.
+	tokenOK atomic.Bool
 	// ac's running counts the calls whose handler goroutine has not
 	// returned: a call stops counting in calls when its reply's end is
 	// queued, but its stream is dropped, and the credit of messages it

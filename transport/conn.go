@@ -3,14 +3,17 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/wire"
 )
 
 // Conn is a connection from Listen or Dial that knows its peer. It
@@ -90,6 +93,10 @@ func (c *Conn) Handshake(ctx context.Context) error {
 func (c *Conn) handshake(ctx context.Context) error {
 	if c.tls != nil {
 		if err := c.tls.HandshakeContext(ctx); err != nil {
+			var rh tls.RecordHeaderError
+			if c.srv != nil && errors.As(err, &rh) && rh.Conn != nil && strings.HasPrefix(string(rh.RecordHeader[:]), wire.Magic) {
+				c.answerWrongTransport(rh.Conn, "TLS")
+			}
 			return fmt.Errorf("warren: tls handshake: %w", err)
 		}
 		st := c.tls.ConnectionState()
@@ -102,10 +109,33 @@ func (c *Conn) handshake(ctx context.Context) error {
 		}
 	}
 	if c.wsAccept != nil {
-		return c.ws.accept(ctx, c.wsAccept)
+		err := c.ws.accept(ctx, c.wsAccept)
+		if errors.Is(err, errWarrenPreface) {
+			c.answerWrongTransport(c.ws.conn, "WebSocket")
+		}
+		return err
 	}
 	return nil
 }
+
+// answerWrongTransport answers a warren client that sent its preface in
+// the clear to a listener that speaks TLS or WebSocket (what): warren's
+// preface and a GOAWAY saying what the address speaks and how to dial it,
+// which the client reports at once instead of waiting for a preface.
+func (c *Conn) answerWrongTransport(conn net.Conn, what string) {
+	msg := "this address speaks " + what
+	if c.srv != nil {
+		msg += ": dial " + c.srv.Endpoint().String()
+	}
+	b := wire.AppendPreface(nil, wire.Settings{})
+	b = wire.AppendFrame(b, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(codeFailedPrecondition), msg))
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	conn.Write(b)
+}
+
+// codeFailedPrecondition is the status code of answerWrongTransport's
+// GOAWAY.
+const codeFailedPrecondition wire.Code = 9
 
 // needsHandshake reports whether Read and Write must wait for Handshake.
 func (c *Conn) needsHandshake() bool { return c.tls != nil || c.wsAccept != nil }

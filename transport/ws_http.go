@@ -19,6 +19,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/warrenipc/warren/peer"
+	"github.com/warrenipc/warren/wire"
 )
 
 // WebSocketOptions configures the server side of the WebSocket opening
@@ -247,6 +248,10 @@ type wsAccept struct {
 	opts *WebSocketOptions
 }
 
+// errWarrenPreface is the error of an opening handshake that starts with
+// warren's preface: a client dialed a ws address as tcp.
+var errWarrenPreface = errors.New("a warren preface, not an HTTP request")
+
 // maxHandshakeRequest bounds the opening handshake request a Listener
 // reads, headers included.
 const maxHandshakeRequest = 16 << 10
@@ -263,6 +268,9 @@ func (c *wsConn) accept(ctx context.Context, a *wsAccept) (err error) {
 	lr := &io.LimitedReader{R: c.conn, N: maxHandshakeRequest}
 	br := bufio.NewReaderSize(lr, 4096)
 	resp := &connResponse{conn: c.conn, br: br, header: make(http.Header)}
+	if first, _ := br.Peek(len(wire.Magic)); string(first) == wire.Magic {
+		return &WebSocketHandshakeError{Path: a.path, Reason: "read the opening handshake", Err: errWarrenPreface}
+	}
 	r, err := http.ReadRequest(br)
 	if err != nil {
 		hsErr := &WebSocketHandshakeError{Path: a.path, Reason: "read the opening handshake", Err: err}

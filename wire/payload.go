@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"time"
+
+	"github.com/warrenipc/warren/internal/statusmsg"
 )
 
 // Payload encodings. Variable-length integers are unsigned varints
@@ -160,11 +162,13 @@ type Trailer struct {
 
 // AppendTrailer appends a TRAILERS payload to b. Trailing empty parts are
 // left out, so an OK status with no message, details or metadata appends
-// nothing.
+// nothing. A message over 1 KiB is cut to 1 KiB, ending with
+// "... (truncated)".
 func AppendTrailer(b []byte, code uint32, msg string, details [][]byte, md []string) []byte {
 	if code == 0 && msg == "" && len(details) == 0 && len(md) == 0 {
 		return b
 	}
+	msg = statusmsg.Bound(msg)
 	b = binary.AppendUvarint(b, uint64(code))
 	b = binary.AppendUvarint(b, uint64(len(msg)))
 	b = append(b, msg...)

@@ -8,7 +8,8 @@
 // them) and to the short names below. JSON follows the protobuf JSON
 // mapping: int64 values are strings ("value":"7"; numbers are accepted
 // too), fields at their zero value are left out, and an unknown field is
-// an InvalidArgument error naming it.
+// discarded (an InvalidArgument error naming it on a server with
+// rpc.ServerOptions.RejectUnknownFields).
 //
 //	Counter.Set   {"name","value"} -> {"name","value"}
 //	Counter.Get   {"name"}         -> {"name","value"}   NotFound if unknown
@@ -16,8 +17,8 @@
 //	Counter.List  {}               -> {"counters":[{"name","value"},...]} sorted by name
 //	Counter.Watch {"name"}         => {"name","value"}   a server stream: the current value, then every change
 //
-// A missing name is InvalidArgument; an increment past the range of int64 is
-// OutOfRange. Every method is safe for any number of concurrent callers.
+// A missing name, or one over MaxName (256) bytes, is InvalidArgument; an
+// increment past the range of int64 is OutOfRange. Every method is safe for any number of concurrent callers.
 //
 // A watch never ends by itself: before rpc.Server.Shutdown, whose wait for
 // the calls in progress would otherwise last until its deadline, call
@@ -88,22 +89,22 @@ func (s *Store) Register(srv *rpc.Server) { RegisterCounterServer(srv, service{s
 type service struct{ s *Store }
 
 func (v service) Set(ctx context.Context, req *SetRequest) (*Entry, error) {
-	if req.Name == "" {
-		return nil, errNoName
+	if err := checkName(req.Name); err != nil {
+		return nil, err
 	}
 	return v.s.Set(req.Name, req.Value), nil
 }
 
 func (v service) Get(ctx context.Context, req *GetRequest) (*Entry, error) {
-	if req.Name == "" {
-		return nil, errNoName
+	if err := checkName(req.Name); err != nil {
+		return nil, err
 	}
 	return v.s.Get(req.Name)
 }
 
 func (v service) Inc(ctx context.Context, req *IncRequest) (*Entry, error) {
-	if req.Name == "" {
-		return nil, errNoName
+	if err := checkName(req.Name); err != nil {
+		return nil, err
 	}
 	by := int64(1)
 	if req.By != nil {
@@ -117,13 +118,27 @@ func (v service) List(ctx context.Context, req *ListRequest) (*ListReply, error)
 }
 
 func (v service) Watch(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Entry]) error {
-	if req.Name == "" {
-		return errNoName
+	if err := checkName(req.Name); err != nil {
+		return err
 	}
 	return v.s.Watch(ctx, req.Name, st.Send)
 }
 
+// MaxName is the longest counter name, in bytes.
+const MaxName = 256
+
 var errNoName = status.New(status.InvalidArgument, `missing "name"`)
+
+// checkName refuses a missing name and one over MaxName bytes.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errNoName
+	case len(name) > MaxName:
+		return status.Errorf(status.InvalidArgument, "a counter name of %d bytes is over the limit of %d", len(name), MaxName)
+	}
+	return nil
+}
 
 func notFound(name string) error {
 	return status.Errorf(status.NotFound, "no counter named %q (create it with Counter.Set)", name)

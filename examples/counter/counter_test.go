@@ -39,13 +39,19 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startOpts(t, nil)
+}
+
+// startOpts is start with the server's options.
+func startOpts(t *testing.T, opts *rpc.ServerOptions) *env {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "c.sock")
 	addr := "unix://" + path
 	l, err := transport.Listen(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{addr: addr, path: path, store: counter.New(), srv: rpc.NewServer(nil)}
+	e := &env{addr: addr, path: path, store: counter.New(), srv: rpc.NewServer(opts)}
 	e.store.Register(e.srv)
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(l) }()
@@ -162,18 +168,37 @@ func jsonEqual(got []byte, want string) bool {
 	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
 }
 
-// TestUnknownField checks the protobuf JSON mapping's refusal of unknown
-// fields: an InvalidArgument error naming the field, and no increment.
+// TestUnknownField checks that a JSON field the schema lacks is discarded,
+// over warren and over HTTP, and refused with InvalidArgument naming it
+// (and no increment) with ServerOptions.RejectUnknownFields.
 func TestUnknownField(t *testing.T) {
-	e := start(t)
 	ctx := ctxT(t)
+	req := json.RawMessage(`{"name":"a","bye":{"x":[3]}}`)
+	e := start(t)
 	set(t, e, "a", 0)
-	req, resp := json.RawMessage(`{"name":"a","bye":3}`), json.RawMessage(nil)
-	err := e.client.Invoke(ctx, "Counter.Inc", &req, &resp)
-	if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), `unknown field "bye"`) {
-		t.Fatalf("unknown field: %v", err)
+	var resp json.RawMessage
+	if err := e.client.Invoke(ctx, "Counter.Inc", &req, &resp); err != nil || string(resp) != `{"name":"a","value":"1"}` {
+		t.Fatalf("unknown field over warren: %s %v", resp, err)
 	}
-	if c, err := get(ctx, e.client, "a"); err != nil || c.Value != 0 {
+	hc := rpc.HTTPClient(e.addr, nil)
+	defer hc.CloseIdleConnections()
+	r, err := hc.Post("http://warren/Counter.Inc", "application/json", bytes.NewReader(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || string(body) != `{"name":"a","value":"2"}` {
+		t.Fatalf("unknown field over HTTP: %d %s", r.StatusCode, body)
+	}
+
+	strict := startOpts(t, &rpc.ServerOptions{RejectUnknownFields: true})
+	set(t, strict, "a", 0)
+	err = strict.client.Invoke(ctx, "Counter.Inc", &req, &resp)
+	if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), `unknown field "bye"`) {
+		t.Fatalf("unknown field, RejectUnknownFields: %v", err)
+	}
+	if c, err := get(ctx, strict.client, "a"); err != nil || c.Value != 0 {
 		t.Fatalf("after the refused call: %v %v", c, err)
 	}
 }

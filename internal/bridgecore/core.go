@@ -65,6 +65,9 @@ type Server interface {
 	MaxMessage() int
 	// Closed reports whether the server is shutting down.
 	Closed() bool
+	// Draining returns a channel closed once the server starts shutting
+	// down.
+	Draining() <-chan struct{}
 }
 
 // Method is a registered method.

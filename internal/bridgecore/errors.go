@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -96,7 +97,7 @@ type connectDetail struct {
 
 // NewConnectError returns se as the Connect protocol's error.
 func NewConnectError(se *status.Error) *ConnectError {
-	ce := &ConnectError{Code: se.Code.String(), Message: se.Message}
+	ce := &ConnectError{Code: se.Code.String(), Message: statusmsg.Bound(se.Message)}
 	if se.Code > status.Unauthenticated {
 		ce.Code = status.Unknown.String()
 	}

@@ -33,6 +33,10 @@ const ReadTimeout = 10 * time.Second
 // ReadTimeoutNS, if set, replaces ReadTimeout (tests).
 var ReadTimeoutNS atomic.Int64
 
+// Deadline is how long a request body may take to arrive: ReadTimeout, or
+// ReadTimeoutNS when set.
+func Deadline() time.Duration { return readTimeout() }
+
 func readTimeout() time.Duration {
 	if v := ReadTimeoutNS.Load(); v > 0 {
 		return time.Duration(v)

@@ -20,17 +20,15 @@ async def test_unary_json(target):
         assert await c.call("Test.Echo", "text") == "text"
         name = f"c-{target.kind}"
         # The counter speaks the protobuf JSON mapping: int64 values come back
-        # as strings, a zero value is left out, and a request may give int64
-        # as a number or a string.
+        # as strings, a zero value is left out, a request may give int64 as a
+        # number or a string, and unknown fields are discarded.
         assert await c.call("Counter.Set", {"name": name, "value": 41}) == {"name": name, "value": "41"}
         assert await c.call("Counter.Inc", {"name": name}) == {"name": name, "value": "42"}
         assert await c.call("Counter.Get", {"name": name}) == {"name": name, "value": "42"}
         assert await c.call("Counter.Inc", {"name": name, "by": "-42"}) == {"name": name}
+        assert await c.call("Counter.Set", {"name": name, "value": 1, "bye": 3}) == {"name": name, "value": "1"}
         big = {"name": name, "value": str(2**63 - 1)}
         assert await c.call("Counter.Set", big) == big
-        with pytest.raises(warren.StatusError) as ei:
-            await c.call("Counter.Set", {"name": name, "value": 1, "bye": 3})
-        assert ei.value.code == "invalid_argument" and "bye" in ei.value.message
         assert await c.call("Counter.Get", {"name": name}) == big
 
 

@@ -205,15 +205,11 @@ async function loadLoop() {
 
 // ---- connection ----
 
+// The token of a URL that still carries it. Otherwise the server keeps it
+// in an HttpOnly cookie that scripts cannot read and the browser sends with
+// the WebSocket upgrade.
 function token(): string | undefined {
-  const q = new URLSearchParams(location.search).get("token");
-  if (q) return q;
-  const name = `warren-token-${location.port}=`;
-  for (const c of document.cookie.split(";")) {
-    const t = c.trim();
-    if (t.startsWith(name)) return decodeURIComponent(t.slice(name.length));
-  }
-  return undefined;
+  return new URLSearchParams(location.search).get("token") ?? undefined;
 }
 
 function setStatus(cls: string, text: string) {

@@ -66,6 +66,7 @@ test("the page with the token: click increment, follow warren call within 1 s", 
   const resp = await page.goto(url, { waitUntil: "load" });
   assert.equal(resp.status(), 200);
   assert.equal(new URL(page.url()).search, "", "the token is moved out of the address bar into a cookie");
+  assert.equal(await page.evaluate(() => document.cookie), "", "the cookie is HttpOnly: scripts do not see it");
   const sel = '[data-counter="clicks"]';
   await page.waitForFunction((s) => document.querySelector(s)?.textContent === "0", { timeout: 5000 }, sel);
   assert.equal(await page.$eval('[data-counter="int64-max"]', (e) => e.textContent), "9223372036854775807");
