@@ -220,7 +220,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 			return nil
 		}
 		drainRefused(w, r)
-		writeProtocolError(w, r, 0, errNoToken)
+		bridgecore.WriteProtocolError(w, r, 0, errNoToken)
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))

@@ -164,7 +164,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if hd, _ := h.srv.lookupPath(r.URL.Path); hd != nil {
-				noBridge(w, r)
+				bridgecore.NoBridge(w, r)
 				return
 			}
 		}
@@ -205,7 +205,7 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case !ok && !bridgecore.IsGRPC(ct):
-		unsupportedType(w, ct, b != nil)
+		bridgecore.UnsupportedType(w, ct, b != nil)
 	case b != nil:
 		// Other protocols, and paths that name no registered method
 		// (reflection, health, unknown).
@@ -217,7 +217,7 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 		_, name := h.srv.lookupPath(r.URL.Path)
 		bridgecore.WriteUnaryError(w, http.StatusNotFound, status.Errorf(status.Unimplemented, "unknown method %q", name), nil, nil)
 	default:
-		noBridge(w, r)
+		bridgecore.NoBridge(w, r)
 	}
 }
 

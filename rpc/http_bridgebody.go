@@ -1,10 +1,8 @@
 package rpc
 
 import (
-	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/warrenipc/warren/internal/httpbody"
 )
@@ -21,25 +19,5 @@ func (s *Server) boundBridgeBody(w http.ResponseWriter, r *http.Request) {
 		hd == nil && strings.HasPrefix(r.URL.Path, "/grpc.reflection.") {
 		return
 	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(httpbody.Deadline())) == nil {
-		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-	}
-}
-
-// deadlineBody is a request body read under a deadline that is lifted at
-// its end.
-type deadlineBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (d *deadlineBody) Read(p []byte) (int, error) {
-	n, err := d.ReadCloser.Read(p)
-	if err == io.EOF && !d.done {
-		d.done = true
-		d.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
+	httpbody.SetDeadline(w, r)
 }

@@ -201,3 +201,29 @@ func Gunzip(data []byte, limit uint32) (*pool.Buf, *status.Error) {
 	buf.B = buf.B[:n]
 	return buf, nil
 }
+
+// SetDeadline bounds the arrival of r's body by Deadline, lifted once the
+// body has been read to its end.
+func SetDeadline(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(Deadline())) == nil {
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	}
+}
+
+// deadlineBody is a request body read under a deadline that is lifted at
+// its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (d *deadlineBody) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if err == io.EOF && !d.done {
+		d.done = true
+		d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
