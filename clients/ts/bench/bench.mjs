@@ -5,6 +5,10 @@
 // call in flight, kept alive). Same process, same run, interleaved rounds.
 //
 //   npm run bench [-- --seconds 3 --rounds 3 --concurrency 16 --size 1024]
+//
+// With --codecs it compares the codecs instead: `warren serve`'s Counter.Set
+// with a name of --size bytes, called by name with JSON against the typed
+// client (createClient over gen/counter_pb.js) with protobuf binary.
 import * as http from "node:http";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -13,7 +17,9 @@ import { FileDescriptorProtoSchema, StringValueSchema, file_google_protobuf_wrap
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { connect, raw } from "../dist/node.js";
-import { startServer, tempDir } from "../test/helpers.mjs";
+import { createClient as createTypedClient } from "../dist/protobuf.js";
+import { Counter } from "../gen/counter_pb.js";
+import { goBuild, startProcess, startServer, tempDir } from "../test/helpers.mjs";
 
 const { values: o } = parseArgs({
   options: {
@@ -22,6 +28,7 @@ const { values: o } = parseArgs({
     concurrency: { type: "string", default: "16" },
     size: { type: "string", default: "1024" },
     json: { type: "boolean", default: false },
+    codecs: { type: "boolean", default: false },
   },
 });
 const seconds = Number(o.seconds);
@@ -97,19 +104,34 @@ function plainHTTP() {
   });
 }
 
-const cases = [
+let cases = [
   ["warren JSON Test.Echo", () => client.call("Test.Echo", text)],
   ["warren raw Test.EchoRaw", () => client.call("Test.EchoRaw", bytes, { codec: raw })],
   ["connect-node JSON Test.Echo (HTTP/1.1)", () => connectClient.echo({ value: text })],
   ["node:http JSON POST /Test.Echo (reference)", plainHTTP],
 ];
+let serve, serveClient;
+if (o.codecs) {
+  serve = await startProcess(goBuild("./cmd/warren", "warren"), ["serve", "--addr", `unix://${join(dir, "serve.sock")}`], /^listening on (\S+)/m);
+  serveClient = await connect(serve.addr);
+  const counter = createTypedClient(Counter, serveClient);
+  const jsonReq = { name: text, value: 1 };
+  const protoReq = { name: text, value: 1n };
+  if ((await counter.set(protoReq)).name !== text || (await serveClient.call("Counter.Set", jsonReq)).name !== text) throw new Error("Counter.Set");
+  cases = [
+    ["warren JSON Counter.Set by name", () => serveClient.call("Counter.Set", jsonReq)],
+    ["warren protobuf Counter.Set, typed client", () => counter.set(protoReq)],
+  ];
+}
 const results = new Map(cases.map(([n]) => [n, []]));
 for (let r = 0; r < Number(o.rounds); r++) {
   for (const [name, call] of cases) results.get(name).push(await run(name, call));
 }
 await client.close();
+await serveClient?.close();
 agent.destroy();
 await srv.kill();
+await serve?.kill();
 
 const best = (name) => results.get(name).reduce((a, b) => (b.rate > a.rate ? b : a));
 const median = (name) => {
@@ -117,11 +139,14 @@ const median = (name) => {
   return rs[Math.floor(rs.length / 2)];
 };
 const summary = cases.map(([name]) => ({ name, median_calls_per_s: Math.round(median(name)), p50_ms: +best(name).p50ms.toFixed(3), p99_ms: +best(name).p99ms.toFixed(3) }));
-const ratio = median("warren JSON Test.Echo") / median("connect-node JSON Test.Echo (HTTP/1.1)");
-const out = { node: process.version, size, concurrency: conc, seconds, rounds: Number(o.rounds), results: summary, warren_json_over_connect: +ratio.toFixed(2) };
+const [ratioName, a, b] = o.codecs
+  ? ["protobuf_over_json", "warren protobuf Counter.Set, typed client", "warren JSON Counter.Set by name"]
+  : ["warren_json_over_connect", "warren JSON Test.Echo", "connect-node JSON Test.Echo (HTTP/1.1)"];
+const ratio = median(a) / median(b);
+const out = { node: process.version, size, concurrency: conc, seconds, rounds: Number(o.rounds), results: summary, [ratioName]: +ratio.toFixed(2) };
 if (o.json) console.log(JSON.stringify(out, null, 2));
 else {
-  console.log(`Node ${process.version}, unix socket, ${size} B echo, ${conc} concurrent calls, median of ${o.rounds} rounds of ${seconds} s`);
+  console.log(`Node ${process.version}, unix socket, ${size} B ${o.codecs ? "Counter.Set name" : "echo"}, ${conc} concurrent calls, median of ${o.rounds} rounds of ${seconds} s`);
   for (const r of summary) console.log(`  ${r.name.padEnd(42)} ${String(r.median_calls_per_s).padStart(8)} calls/s   p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms`);
-  console.log(`  warren JSON / connect-node JSON: ${ratio.toFixed(2)}x`);
+  console.log(`  ${a} / ${b}: ${ratio.toFixed(2)}x`);
 }

@@ -9,6 +9,13 @@ It builds clients/testserver and bench/cmd/grpcecho with the go command from
 the repository (found from the current directory, or --repo), and needs
 grpcio (pip install grpcio) for the comparison; --only warren runs without
 it.
+
+    python -m warren.bench --codecs [--size 1024]
+
+compares the codecs instead: `warren serve`'s Counter.Set with a name of
+--size bytes, called by name with JSON against the generated typed client
+(clients/python/gen: CounterClient.set) with protobuf binary. It needs the
+protobuf package.
 """
 
 from __future__ import annotations
@@ -94,6 +101,32 @@ async def run_warren(address: str, payload: bytes, concurrency: int, duration: f
         return await drive(call, concurrency, duration, warmup)
 
 
+async def run_codec(address: str, codec: str, gen: Path, size: int, concurrency: int, duration: float, warmup: float) -> tuple[int, float, list[int]]:
+    """Counter.Set with a name of size bytes: by name with JSON, or through
+    the generated client with protobuf binary."""
+    name = "x" * size
+    async with warren.connect(address) as c:
+        if codec == "json":
+            req = {"name": name, "value": 1}
+
+            async def call() -> None:
+                await c.call("Counter.Set", req)
+
+        else:
+            sys.path.insert(0, str(gen))
+            import counter_pb2  # type: ignore[import-not-found,unused-ignore]
+            import counter_warren  # type: ignore[import-not-found,unused-ignore]
+
+            counter = counter_warren.CounterClient(c)
+            msg = counter_pb2.SetRequest(name=name, value=1)
+
+            async def call() -> None:
+                await counter.set(msg)
+
+        await call()
+        return await drive(call, concurrency, duration, warmup)
+
+
 def bytes_value(payload: bytes) -> bytes:
     """payload as a google.protobuf.BytesValue (field 1, bytes)."""
     n = len(payload)
@@ -135,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["warren", "grpc"], help="run one system")
     ap.add_argument("--repo", type=Path, help="the warren repository (default: found from the current directory)")
     ap.add_argument("--profile", action="store_true", help="profile warren's client with cProfile and print the top functions")
+    ap.add_argument("--codecs", action="store_true", help="compare JSON with the generated protobuf client on warren serve's Counter.Set")
     a = ap.parse_args(argv)
 
     repo = a.repo or find_repo(Path.cwd()) or find_repo(Path(__file__).resolve())
@@ -147,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     procs: list[Proc] = []
     try:
+        if a.codecs:
+            return codecs(a, repo, tmp, procs)
         subprocess.run(["go", "build", "-o", str(tmp / "testserver"), "./clients/testserver"], cwd=repo, check=True)
         wsock = tmp / "warren.sock"
         procs.append(Proc([str(tmp / "testserver"), "-addr", f"unix://{wsock}", "-stdin"]))
@@ -195,6 +231,29 @@ def main(argv: list[str] | None = None) -> int:
         for p in procs:
             p.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def codecs(a: argparse.Namespace, repo: Path, tmp: Path, procs: list[Proc]) -> int:
+    subprocess.run(["go", "build", "-o", str(tmp / "warren"), "./cmd/warren"], cwd=repo, check=True)
+    address = f"unix://{tmp}/serve.sock"
+    procs.append(Proc([str(tmp / "warren"), "serve", "--addr", address]))
+    gen = repo / "clients" / "python" / "gen"
+    results: dict[str, list[float]] = {"json": [], "proto": []}
+    for _ in range(a.rounds):
+        for codec in results:
+            n, secs, _ = asyncio.run(run_codec(address, codec, gen, a.size, a.concurrency, a.duration, a.warmup))
+            results[codec].append(n / secs)
+    med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+    print(f"Counter.Set with a {a.size}-byte name, {a.concurrency} concurrent tasks on one connection, unix socket, "
+          f"{a.rounds} round(s) of {a.duration:g} s, median round; Python {sys.version.split()[0]}")
+    print()
+    print("| call | calls/s |")
+    print("|---|---:|")
+    print(f"| by name, JSON | {med['json']:,.0f} |")
+    print(f"| generated client, protobuf binary | {med['proto']:,.0f} |")
+    print()
+    print(f"protobuf / JSON calls/s: {med['proto'] / med['json']:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
