@@ -22,6 +22,9 @@
 //	Test.Chat      {...}... => each message back (bidirectional stream)
 //	Test.Big       {"size":N} -> N bytes, byte i = i mod 251 (a []byte: base64 in JSON, as is with the raw codec)
 //	Test.Pending   {} -> {"pending":N}: calls of Test.Sleep in progress
+//
+// and warren.test.v1.Everything (testdata/proto/warren/test/v1), served
+// through generated code: see everything.go.
 package main
 
 import (
@@ -85,6 +88,7 @@ func run(addr, cert, key string, stdin bool) error {
 	store.Register(srv)
 	register(srv)
 	registerProto(srv)
+	registerEverything(srv)
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
@@ -215,18 +219,7 @@ func register(srv *rpc.Server) {
 		}
 	})
 	rpc.HandleBidiStream(srv, "Test.Chat", func(ctx context.Context, s *rpc.Stream[json.RawMessage, json.RawMessage]) error {
-		for {
-			m, err := s.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.Send(m); err != nil {
-				return err
-			}
-		}
+		return mirror(s)
 	})
 }
 

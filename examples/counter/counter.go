@@ -31,15 +31,14 @@ import (
 	"strings"
 	"sync"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 )
 
 // The messages (SetRequest, GetRequest, IncRequest, ListRequest,
 // WatchRequest, Entry, ListReply) are generated from counter.proto into
-// counter.pb.go; see generate.go.
+// counter.pb.go, and CounterClient, CounterServer and
+// RegisterCounterServer into counter_warren.pb.go; see generate.go.
 
 // maxWatchBacklog bounds the changes queued for one slow watcher; past it
 // the watcher skips to the latest value (a watcher sees every change it can
@@ -80,41 +79,48 @@ func (s *Store) Shutdown() {
 }
 
 // Register registers the Counter methods on srv, under their short names
-// (Counter.Set) and their full names (warren.counter.v1.Counter.Set).
-func (s *Store) Register(srv *rpc.Server) {
-	methods := File_counter_proto.Services().ByName("Counter").Methods()
-	schema := func(name protoreflect.Name) rpc.MethodOption { return rpc.WithSchema(methods.ByName(name)) }
-	rpc.Handle(srv, "Counter.Set", func(ctx context.Context, req *SetRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
-		}
-		return s.Set(req.Name, req.Value), nil
-	}, schema("Set"))
-	rpc.Handle(srv, "Counter.Get", func(ctx context.Context, req *GetRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
-		}
-		return s.Get(req.Name)
-	}, schema("Get"))
-	rpc.Handle(srv, "Counter.Inc", func(ctx context.Context, req *IncRequest) (*Entry, error) {
-		if req.Name == "" {
-			return nil, errNoName
-		}
-		by := int64(1)
-		if req.By != nil {
-			by = *req.By
-		}
-		return s.Inc(req.Name, by)
-	}, schema("Inc"))
-	rpc.Handle(srv, "Counter.List", func(ctx context.Context, req *ListRequest) (*ListReply, error) {
-		return &ListReply{Counters: s.List()}, nil
-	}, schema("List"))
-	rpc.HandleServerStream(srv, "Counter.Watch", func(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Entry]) error {
-		if req.Name == "" {
-			return errNoName
-		}
-		return s.Watch(ctx, req.Name, st.Send)
-	}, schema("Watch"))
+// (Counter.Set) and their full names (warren.counter.v1.Counter.Set), with
+// RegisterCounterServer (generated into counter_warren.pb.go).
+func (s *Store) Register(srv *rpc.Server) { RegisterCounterServer(srv, service{s}) }
+
+// service is the CounterServer of a Store: it checks requests and maps them
+// onto the Store's methods.
+type service struct{ s *Store }
+
+func (v service) Set(ctx context.Context, req *SetRequest) (*Entry, error) {
+	if req.Name == "" {
+		return nil, errNoName
+	}
+	return v.s.Set(req.Name, req.Value), nil
+}
+
+func (v service) Get(ctx context.Context, req *GetRequest) (*Entry, error) {
+	if req.Name == "" {
+		return nil, errNoName
+	}
+	return v.s.Get(req.Name)
+}
+
+func (v service) Inc(ctx context.Context, req *IncRequest) (*Entry, error) {
+	if req.Name == "" {
+		return nil, errNoName
+	}
+	by := int64(1)
+	if req.By != nil {
+		by = *req.By
+	}
+	return v.s.Inc(req.Name, by)
+}
+
+func (v service) List(ctx context.Context, req *ListRequest) (*ListReply, error) {
+	return &ListReply{Counters: v.s.List()}, nil
+}
+
+func (v service) Watch(ctx context.Context, req *WatchRequest, st *rpc.Stream[WatchRequest, Entry]) error {
+	if req.Name == "" {
+		return errNoName
+	}
+	return v.s.Watch(ctx, req.Name, st.Send)
 }
 
 var errNoName = status.New(status.InvalidArgument, `missing "name"`)

@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 )
 
-// Serve the counter service on a unix socket and call it.
+// Serve the counter service on a unix socket and call it through the
+// generated client.
 func Example() {
 	dir, err := os.MkdirTemp("", "counter-example")
 	if err != nil {
@@ -42,47 +44,54 @@ func Example() {
 	defer c.Close()
 	ctx := context.Background()
 
-	set, err := rpc.Call[counter.SetRequest, counter.Entry](ctx, c, "Counter.Set", &counter.SetRequest{Name: "a", Value: 40})
+	cc := counter.NewCounterClient(c) // generated: protobuf binary on the wire
+	set, err := cc.Set(ctx, &counter.SetRequest{Name: "a", Value: 40})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("set:", set.Name, set.Value)
 
 	by := int64(2)
-	inc, err := rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a", By: &by})
+	inc, err := cc.Inc(ctx, &counter.IncRequest{Name: "a", By: &by})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("inc:", inc.Name, inc.Value)
 
-	_, err = rpc.Call[counter.GetRequest, counter.Entry](ctx, c, "Counter.Get", &counter.GetRequest{Name: "b"})
+	_, err = cc.Get(ctx, &counter.GetRequest{Name: "b"})
 	fmt.Println("get b:", status.CodeOf(err))
 
 	// Watch: the current value, then each change.
-	ws, err := rpc.NewStream[counter.WatchRequest, counter.Entry](ctx, c, "Counter.Watch")
+	ws, err := cc.Watch(ctx, &counter.WatchRequest{Name: "a"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ws.Close()
-	ws.Send(&counter.WatchRequest{Name: "a"})
-	ws.CloseSend()
 	first, err := ws.Recv()
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("watch:", first.Value)
-	rpc.Call[counter.IncRequest, counter.Entry](ctx, c, "Counter.Inc", &counter.IncRequest{Name: "a"}) // by 1
+	cc.Inc(ctx, &counter.IncRequest{Name: "a"}) // by 1
 	next, err := ws.Recv()
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("watch:", next.Value)
+
+	// The short names and JSON work too, as for clients without generated code.
+	e, err := rpc.Call[counter.GetRequest, counter.Entry](ctx, c, "Counter.Get", &counter.GetRequest{Name: "a"}, rpc.WithCodec(codec.JSON))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("get a (JSON):", e.Value)
 	// Output:
 	// set: a 40
 	// inc: a 42
 	// get b: not_found
 	// watch: 42
 	// watch: 43
+	// get a (JSON): 43
 }
 
 // The store can be used directly, without a server.
