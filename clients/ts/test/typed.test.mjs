@@ -5,8 +5,8 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { create, equals, toBinary } from "@bufbuild/protobuf";
-import { anyPack, StringValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { create, createRegistry, equals, fromBinary, fromJson, toBinary, toJson } from "@bufbuild/protobuf";
+import { anyPack, file_google_protobuf_wrappers, StringValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { connect, StatusError } from "../dist/node.js";
 import { createClient } from "../dist/protobuf.js";
 import { Counter, EntrySchema, GetRequestSchema } from "../gen/counter_pb.js";
@@ -138,33 +138,40 @@ function assertSame(got, want) {
     assert.equal(got[k], want[k], k);
   }
   assert.equal(Object.is(got.doubleWrapper, -0), Object.is(want.doubleWrapper, -0), "doubleWrapper -0");
+  assert.deepEqual(got.doubleList.map((x) => Object.is(x, -0)), want.doubleList.map((x) => Object.is(x, -0)), "doubleList -0");
 }
 
 describe("Everything through generated code (clients/testserver)", () => {
-  let srv, c, ev, skip;
+  let srv, c, ev;
   before(async () => {
     srv = await startServer(`unix://${join(tempDir(), "everything.sock")}`);
     c = await connect(srv.addr);
     ev = createClient(Everything, c);
-    try {
-      await ev.echo({});
-    } catch (e) {
-      if (!(e instanceof StatusError && e.code === "unimplemented")) throw e;
-      skip = "the test server does not serve warren.test.v1.Everything";
-    }
   });
   after(async () => {
     await c?.close();
     await srv?.kill();
   });
 
-  test("unary Echo: every field kind round-trips exactly", async (t) => {
-    if (skip) return t.skip(skip);
+  test("unary Echo: every field kind round-trips exactly", async () => {
     for (const m of samples()) assertSame(await ev.echo(m), m);
   });
 
-  test("server stream Repeat", async (t) => {
-    if (skip) return t.skip(skip);
+  test("Echo by name with JSON (the protobuf JSON mapping) round-trips too", async () => {
+    const registry = createRegistry(file_google_protobuf_wrappers); // for the Any
+    for (const m of samples()) {
+      // JSON.stringify writes -0 as 0: JavaScript's JSON has no negative zero.
+      m.doubleList = m.doubleList.map((x) => x + 0);
+      if (m.doubleWrapper !== undefined) m.doubleWrapper += 0;
+      const reply = await c.call("warren.test.v1.Everything.Echo", toJson(AllSchema, m, { registry }));
+      // A float field comes back as its shortest float32 text, which
+      // fromJson keeps as a double: the binary form rounds it to float32.
+      const got = fromBinary(AllSchema, toBinary(AllSchema, fromJson(AllSchema, reply, { registry })));
+      assertSame(got, m);
+    }
+  });
+
+  test("server stream Repeat", async () => {
     const m = extremes();
     const got = [];
     for await (const r of ev.repeat({ message: m, count: 3 })) got.push(r);
@@ -172,8 +179,7 @@ describe("Everything through generated code (clients/testserver)", () => {
     got.forEach((r, i) => assertSame(r, create(AllSchema, { ...m, int32s: i })));
   });
 
-  test("client stream Collect", async (t) => {
-    if (skip) return t.skip(skip);
+  test("client stream Collect", async () => {
     const ms = samples();
     const cs = ev.collect();
     for (const m of ms) await cs.send(m);
@@ -182,8 +188,7 @@ describe("Everything through generated code (clients/testserver)", () => {
     list.messages.forEach((r, i) => assertSame(r, ms[i]));
   });
 
-  test("bidi stream Mirror", async (t) => {
-    if (skip) return t.skip(skip);
+  test("bidi stream Mirror", async () => {
     const ms = samples();
     const bidi = ev.mirror();
     for (const m of ms) {
