@@ -81,19 +81,19 @@ export function createClient<S extends DescService>(service: S, client: Client):
     const name = `${service.typeName}.${m.name}`;
     const codec = messageCodec(m.input, m.output) as Codec<unknown, unknown>;
     const plain: CallOptions = { codec };
-    const with_ = (opts?: TypedCallOptions): CallOptions => (opts ? { ...opts, codec } : plain);
+    const options = (opts?: TypedCallOptions): CallOptions => (opts ? { ...opts, codec } : plain);
     switch (m.methodKind) {
       case "unary":
-        out[m.localName] = (req: unknown, opts?: TypedCallOptions) => client.call(name, req, with_(opts));
+        out[m.localName] = (req: unknown, opts?: TypedCallOptions) => client.call(name, req, options(opts));
         break;
       case "server_streaming":
-        out[m.localName] = (req: unknown, opts?: TypedCallOptions) => client.stream(name, req, with_(opts));
+        out[m.localName] = (req: unknown, opts?: TypedCallOptions) => client.stream(name, req, options(opts));
         break;
       case "client_streaming":
-        out[m.localName] = (opts?: TypedCallOptions) => client.clientStream(name, with_(opts));
+        out[m.localName] = (opts?: TypedCallOptions) => client.clientStream(name, options(opts));
         break;
       case "bidi_streaming":
-        out[m.localName] = (opts?: TypedCallOptions) => client.bidiStream(name, with_(opts));
+        out[m.localName] = (opts?: TypedCallOptions) => client.bidiStream(name, options(opts));
         break;
     }
   }
