@@ -24,11 +24,17 @@ func registerEverything(srv *rpc.Server) { testv1.RegisterEverythingServer(srv, 
 func (everything) Echo(ctx context.Context, req *testv1.All) (*testv1.All, error) { return req, nil }
 
 func (everything) Repeat(ctx context.Context, req *testv1.RepeatRequest, s *rpc.Stream[testv1.RepeatRequest, testv1.All]) error {
+	// Copies are decoded from the request's encoding: proto.Clone drops a
+	// -0.0 in a double field without presence (it merges nonzero values only).
+	b, err := proto.Marshal(req.Message)
+	if err != nil {
+		return err
+	}
 	n := max(req.Count, 1)
 	for i := range n {
-		m := proto.CloneOf(req.Message)
-		if m == nil {
-			m = &testv1.All{}
+		m := &testv1.All{}
+		if err := proto.Unmarshal(b, m); err != nil {
+			return err
 		}
 		m.Int32S = int32(i)
 		if err := s.Send(m); err != nil {

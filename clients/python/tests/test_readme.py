@@ -34,7 +34,9 @@ def test_readme_has_examples():
 @pytest.mark.parametrize("i", range(len(EXAMPLES)))
 def test_readme_example(i, warren_serve, server_bin, tmp_path):
     code = EXAMPLES[i]
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    # The generated code of the counter service and the test schema.
+    gen = str(README.parent / "gen")
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(filter(None, [gen, os.environ.get("PYTHONPATH")]))}
     srv = None
     if TEST_SERVER in code:
         # The address the README names is replaced by a private one.

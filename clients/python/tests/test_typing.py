@@ -3,6 +3,7 @@ public API, and catches that program's deliberate mistakes."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src" / "warren"
 USAGE = HERE / "typed_usage.py"
+GEN = HERE.parent / "gen"
+GENERATED_USAGE = HERE / "typed_generated.py"
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,9 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
         pytest.fail("the typing tests need mypy: pip install './clients/python[test]'")
     r = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--show-absolute-path",
-         "--cache-dir", str(tmp_path_factory.mktemp("mypy")), str(SRC), str(USAGE)],
-        capture_output=True, text=True, timeout=300,
+         "--cache-dir", str(tmp_path_factory.mktemp("mypy")), str(SRC), str(USAGE), str(GENERATED_USAGE),
+         *map(str, sorted(GEN.glob("*_warren.py")))],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "MYPYPATH": str(GEN)},
     )
     assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: errors found, 2: mypy failed
     return r.returncode, r.stdout
@@ -42,12 +46,18 @@ def test_package_is_strictly_typed(mypy_output):
     assert not [line for line in out.splitlines() if line.startswith(str(SRC))], out
 
 
-def test_typed_usage(mypy_output):
+def test_generated_code_is_strictly_typed(mypy_output):
+    out = mypy_output[1]
+    assert sorted(GEN.glob("*_warren.py")) and not [line for line in out.splitlines() if line.startswith(str(GEN))], out
+
+
+@pytest.mark.parametrize("usage", [USAGE, GENERATED_USAGE], ids=["client", "generated"])
+def test_typed_usage(mypy_output, usage):
     """Each line marked ``# E: code`` is an error mypy reports, with that
     code; nothing else is."""
     want = {
         (i, m.group(1))
-        for i, line in enumerate(USAGE.read_text().splitlines(), 1)
+        for i, line in enumerate(usage.read_text().splitlines(), 1)
         if (m := re.search(r"# E: ([\w-]+)$", line))
     }
-    assert want and errors(mypy_output[1], USAGE) == want, mypy_output[1]
+    assert want and errors(mypy_output[1], usage) == want, mypy_output[1]

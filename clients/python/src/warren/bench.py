@@ -9,12 +9,21 @@ It builds clients/testserver and bench/cmd/grpcecho with the go command from
 the repository (found from the current directory, or --repo), and needs
 grpcio (pip install grpcio) for the comparison; --only warren runs without
 it.
+
+    python -m warren.bench --codecs [--size 1024]
+
+compares the codecs instead, by name with JSON against the generated typed
+clients (clients/python/gen) with protobuf binary: `warren serve`'s
+Counter.Set with a name of --size bytes, and the test server's
+warren.test.v1.Everything.Echo with a message of mixed fields (1,019 bytes
+in protobuf binary). It needs the protobuf package.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import statistics
@@ -94,6 +103,54 @@ async def run_warren(address: str, payload: bytes, concurrency: int, duration: f
         return await drive(call, concurrency, duration, warmup)
 
 
+def mixed_message(gen: Path) -> Any:
+    """A warren.test.v1.All of mixed fields, 1,019 bytes in protobuf binary."""
+    sys.path.insert(0, str(gen))
+    import everything_pb2  # type: ignore[import-not-found,unused-ignore]
+
+    m = everything_pb2.All(
+        int32s=123456, int64s=-1234567890123456789, uint64s=18446744073709551000, doubles=3.141592653589793,
+        strings="a mixed message", kind=everything_pb2.KIND_TWO, bools=True,
+        int64_list=[i * 987654321987654 for i in range(32)], double_list=[i / 7 for i in range(32)],
+        string_list=[f"item-{i}-abcdefghij" for i in range(8)],
+        inner_list=[everything_pb2.Inner(label=f"inner {i}", n=i << 40) for i in range(8)],
+        string_to_int64={f"key{i}": i * 1000000000000 for i in range(8)},
+    )
+    m.timestamp.seconds, m.timestamp.nanos = 1700000000, 123456789
+    return m
+
+
+async def run_codec(address: str, case: str, gen: Path, size: int, concurrency: int, duration: float, warmup: float) -> tuple[int, float, list[int]]:
+    """One of the codec cases: Counter.Set with a name of size bytes, or
+    Everything.Echo with the mixed message; by name with JSON, or through
+    the generated client with protobuf binary."""
+    sys.path.insert(0, str(gen))
+    async with warren.connect(address) as c:
+        call: Callable[[], Awaitable[Any]]
+        if case.startswith("set"):
+            import counter_pb2  # type: ignore[import-not-found,unused-ignore]
+            import counter_warren  # type: ignore[import-not-found,unused-ignore]
+
+            name = "x" * size
+            if case == "set-json":
+                req = {"name": name, "value": 1}
+                call = lambda: c.call("Counter.Set", req)  # noqa: E731
+            else:
+                call = functools.partial(counter_warren.CounterClient(c).set, counter_pb2.SetRequest(name=name, value=1))
+        else:
+            import everything_warren  # type: ignore[import-not-found,unused-ignore]
+            from google.protobuf import json_format
+
+            msg = mixed_message(gen)
+            if case == "echo-json":
+                d = json_format.MessageToDict(msg)
+                call = lambda: c.call("warren.test.v1.Everything.Echo", d)  # noqa: E731
+            else:
+                call = functools.partial(everything_warren.EverythingClient(c).echo, msg)
+        await call()
+        return await drive(call, concurrency, duration, warmup)
+
+
 def bytes_value(payload: bytes) -> bytes:
     """payload as a google.protobuf.BytesValue (field 1, bytes)."""
     n = len(payload)
@@ -135,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["warren", "grpc"], help="run one system")
     ap.add_argument("--repo", type=Path, help="the warren repository (default: found from the current directory)")
     ap.add_argument("--profile", action="store_true", help="profile warren's client with cProfile and print the top functions")
+    ap.add_argument("--codecs", action="store_true", help="compare JSON with the generated protobuf client on warren serve's Counter.Set")
     a = ap.parse_args(argv)
 
     repo = a.repo or find_repo(Path.cwd()) or find_repo(Path(__file__).resolve())
@@ -147,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     procs: list[Proc] = []
     try:
+        if a.codecs:
+            return codecs(a, repo, tmp, procs)
         subprocess.run(["go", "build", "-o", str(tmp / "testserver"), "./clients/testserver"], cwd=repo, check=True)
         wsock = tmp / "warren.sock"
         procs.append(Proc([str(tmp / "testserver"), "-addr", f"unix://{wsock}", "-stdin"]))
@@ -195,6 +255,38 @@ def main(argv: list[str] | None = None) -> int:
         for p in procs:
             p.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def codecs(a: argparse.Namespace, repo: Path, tmp: Path, procs: list[Proc]) -> int:
+    subprocess.run(["go", "build", "-o", str(tmp / "warren"), "./cmd/warren"], cwd=repo, check=True)
+    subprocess.run(["go", "build", "-o", str(tmp / "testserver"), "./clients/testserver"], cwd=repo, check=True)
+    serve = f"unix://{tmp}/serve.sock"
+    test = f"unix://{tmp}/test.sock"
+    procs.append(Proc([str(tmp / "warren"), "serve", "--addr", serve]))
+    procs.append(Proc([str(tmp / "testserver"), "-addr", test, "-stdin"]))
+    gen = repo / "clients" / "python" / "gen"
+    names = {
+        "set-json": f"Counter.Set ({a.size}-byte name) by name, JSON",
+        "set-proto": f"Counter.Set ({a.size}-byte name), generated client, protobuf",
+        "echo-json": "Everything.Echo (1,019-byte mixed message) by name, JSON",
+        "echo-proto": "Everything.Echo (1,019-byte mixed message), generated client, protobuf",
+    }
+    results: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(a.rounds):
+        for case in results:
+            n, secs, _ = asyncio.run(run_codec(serve if case.startswith("set") else test, case, gen, a.size, a.concurrency, a.duration, a.warmup))
+            results[case].append(n / secs)
+    med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+    print(f"{a.concurrency} concurrent tasks on one connection, unix socket, "
+          f"{a.rounds} round(s) of {a.duration:g} s, median round; Python {sys.version.split()[0]}")
+    print()
+    print("| call | calls/s |")
+    print("|---|---:|")
+    for k, v in names.items():
+        print(f"| {v} | {med[k]:,.0f} |")
+    print()
+    print(f"protobuf / JSON calls/s: Counter.Set {med['set-proto'] / med['set-json']:.2f}x, Everything.Echo {med['echo-proto'] / med['echo-json']:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
