@@ -8,6 +8,7 @@
 //	warren certs [--host NAME]... DIR
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
+//	warren version (or warren --version)
 //
 // serve runs the counter service (package counter) over warren RPC and HTTP
 // on one address, with a live page for browsers at GET / (on a network
@@ -62,6 +63,7 @@ func init() {
 		{"certs", "write development certificates for TLS with client certificates", cmdCerts},
 		{"demo", "serve the counter service on a private socket, drive it and report", cmdDemo},
 		{"bench", "run the comparison benchmarks (bench/cmd/compare)", cmdBench},
+		{"version", "print the version of warren and of the Go toolchain", cmdVersion},
 	}
 }
 
@@ -69,7 +71,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: warren <command> [flags] [arguments]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-7s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
@@ -121,6 +123,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, usage())
 		return exitOK
+	case "-version", "--version":
+		return report(e, "version", cmdVersion(e, args[1:]))
 	}
 	for _, c := range commands {
 		if c.name == name {
