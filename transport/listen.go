@@ -127,6 +127,13 @@ var (
 // WebSocket next to other HTTP requests, on the same port as warren's own
 // protocol, listen on tcp:// (or unix:// or tls://) instead and upgrade
 // with UpgradeWebSocket, as the HTTP bridge of package rpc does.
+//
+// For systemd: and systemd:NAME, Listen serves the socket systemd passed
+// (see ParseAddr) as the unix or tcp address it is bound to, which Endpoint
+// returns: the policy applies as for sockets Listen creates, and the
+// file's mode and owner are the socket unit's (Mode, Owner and MkdirAll are
+// ignored; Close leaves the file). Each passed socket can be listened on
+// once.
 func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
@@ -136,6 +143,14 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 		cfg = &ListenConfig{}
 	}
 	fail := func(err error) (*Listener, error) { return nil, &opError{op: "listen", addr: a.String(), err: err} }
+	var passed net.Listener
+	if a.Scheme == SchemeSystemd {
+		ln, real, err := listenSystemd(a)
+		if err != nil {
+			return fail(err)
+		}
+		passed, a = ln, real
+	}
 	l := &Listener{
 		addr:             a,
 		policy:           cfg.Policy,
@@ -155,6 +170,8 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	}
 
 	switch {
+	case passed != nil:
+		l.ln, l.netAddr = passed, passed.Addr()
 	case a.isFile():
 		perm := cfg.Mode
 		if perm&^fs.ModePerm != 0 {

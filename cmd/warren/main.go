@@ -18,7 +18,8 @@
 // bench module.
 //
 // ADDR is a warren address (unix:///abs/path, unix:rel/path, unix:@name,
-// tcp://host:port, tls://host:port, ws:// and wss://host:port/path) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
+// tcp://host:port, tls://host:port, ws:// and wss://host:port/path; for serve
+// also systemd: and systemd:NAME, a socket passed by systemd) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
 // $TMPDIR/warren-UID/warren.sock without XDG_RUNTIME_DIR.
 //
 // Every command takes -h (or --help). Errors go to stderr as "error: ..."
@@ -76,7 +77,8 @@ func usage() string {
 	b.WriteString(`
 ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
 tls://host:port, ws://host:port/path, wss://host:port/path, or "default"
-(the address 'warren serve' uses without --addr).
+(the address 'warren serve' uses without --addr); 'warren serve' also takes
+systemd: or systemd:NAME, a socket passed by systemd socket activation.
 
 examples:
   warren serve &
