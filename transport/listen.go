@@ -333,16 +333,8 @@ func (l *Listener) reject(p *peer.Peer, err error) {
 		key = "ip " + ta.IP.String()
 	}
 	l.refusals.Refused(key, func() []any {
-		attrs := []any{slog.String("listener", l.addr.String()), slog.String("network", p.Network)}
-		if p.HasCred {
-			attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
-		}
-		if a := p.RemoteAddr; a != nil {
-			if s := a.String(); s != "" && s != "@" {
-				attrs = append(attrs, slog.String("remote", s))
-			}
-		}
-		return append(attrs, slog.Any("err", err))
+		attrs := append([]any{slog.String("listener", l.addr.String())}, refusallog.PeerAttrs(p)...)
+		return append(attrs, slog.String("reason", err.Error()))
 	})
 	l.rejected.Add(1)
 }

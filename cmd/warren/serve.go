@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -25,7 +26,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop] [--log-format text|json] [--log-level LEVEL]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -70,6 +71,12 @@ tells systemd it is ready (READY=1 on NOTIFY_SOCKET) once it serves, and
 that it is stopping (STOPPING=1); with WatchdogSec= it sends WATCHDOG=1 every
 half of it. See examples/systemd.
 
+The log on stderr (--log-format text or json, --log-level debug, info, warn
+or error) has one record per refused connection, shed idle connection,
+drain and call refused by a limit, with the peer's network, uid, gid, pid
+and address and the reason as attributes; a peer refused again within 10 s
+is counted into one summary record.
+
 --event-loop serves unix, tcp and ws connections from an epoll event loop
 (Linux; rpc.ServerOptions.EventLoop): an idle connection holds no goroutine.
 Calls, limits and policies are the same as without it. tls and wss
@@ -80,6 +87,7 @@ addresses, and other platforms, are served a goroutine per connection.`,
   warren serve --addr tcp://127.0.0.1:7000 --token "$(cat token-file)"
   warren serve --addr tls://0.0.0.0:7443 --cert server.pem --key server-key.pem --client-ca ca.pem --allow-cn client
   warren serve --addr ws://127.0.0.1:8080/warren
+  warren serve --log-format json --log-level warn
   systemd-socket-activate -l /run/user/1000/counter.sock warren serve --addr systemd:`,
 }
 
@@ -136,9 +144,15 @@ func cmdServe(e *env, args []string) error {
 	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
 	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
 	eventLoop := fset.Bool("event-loop", false, "serve unix, tcp and ws connections from an epoll event loop (Linux)")
+	logFormat := fset.String("log-format", "text", "format of the log on stderr: text or json")
+	logLevel := fset.String("log-level", "info", "least severe log records written: debug, info, warn or error")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
+	}
+	logger, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return &usageError{cmd: "serve", msg: err.Error()}
 	}
 	mode, err := parseMode(*modeFlag)
 	if err != nil {
@@ -167,7 +181,7 @@ func cmdServe(e *env, args []string) error {
 		if modeSet {
 			return &usageError{cmd: "serve", msg: "--mode does not apply to a socket passed by systemd: the socket unit's SocketMode=, SocketUser= and SocketGroup= set it"}
 		}
-		if l, err = transport.Listen(addr, &transport.ListenConfig{Policy: peer.AllowAll()}); err != nil {
+		if l, err = transport.Listen(addr, &transport.ListenConfig{Policy: peer.AllowAll(), Logger: logger}); err != nil {
 			return fmt.Errorf("%s: %s", addr, trimWarren(err.Error()))
 		}
 		defer l.Close()
@@ -223,11 +237,10 @@ func cmdServe(e *env, args []string) error {
 	// refused peer without a word, while the rpc server first writes it
 	// the reason (a GOAWAY with PermissionDenied) and closes it at once.
 	if l == nil {
-		if l, err = transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth)}); err != nil {
+		if l, err = transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth), Logger: logger}); err != nil {
 			return listenError(a, err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
 	store := counter.New()
 	store.Register(srv)
@@ -317,6 +330,31 @@ func cmdServe(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "warren serve: stopped")
 	}
 	return nil
+}
+
+// newLogger returns the logger of --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, fmt.Errorf("invalid --log-level %q: give debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: give text or json", format)
 }
 
 // listenError says what to do about a failed Listen.
