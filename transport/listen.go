@@ -133,7 +133,9 @@ var (
 // returns: the policy applies as for sockets Listen creates, and the
 // file's mode and owner are the socket unit's (Mode, Owner and MkdirAll are
 // ignored; Close leaves the file). Each passed socket can be listened on
-// once.
+// once. The first such Listen marks the passed descriptors close-on-exec
+// and unsets LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES, so that child
+// processes inherit neither.
 func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
