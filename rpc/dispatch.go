@@ -34,6 +34,7 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	}
 	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
 		s.refused.Add(1)
+		s.adm.CallRefused(sc.peer, err.Error())
 		return nil, status.PermissionDenied, err.Error()
 	}
 	cd, err := codec.ByID(codecID)
@@ -46,20 +47,17 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	}
 	if int64(sc.ac.AddCalls(1)) > int64(s.opts.MaxCallsPerConn) {
 		sc.ac.AddCalls(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn)
+		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
 		sc.ac.AddCalls(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
+		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
 	}
 	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
 		sc.ac.AddCalls(-1)
-		s.refused.Add(1)
-		return nil, status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate)
+		return s.limitHit(sc, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
 	}
 	s.callsTotal.Add(1)
 	return cd, status.OK, ""
@@ -74,6 +72,14 @@ func (s strictJSON) Unmarshal(data []byte, v any) error {
 		return protojson.Unmarshal(data, m) // an unknown field is an error naming it
 	}
 	return s.Codec.Unmarshal(data, v)
+}
+
+// limitHit counts and logs a call refused by a limit, and returns admit's
+// refusal.
+func (s *Server) limitHit(sc *serverConn, msg string) (codec.Codec, status.Code, string) {
+	s.refused.Add(1)
+	s.adm.CallRefused(sc.peer, msg)
+	return nil, status.ResourceExhausted, msg
 }
 
 // onStream admits a call on the session's reader goroutine and hands it to

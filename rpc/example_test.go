@@ -223,7 +223,7 @@ func ExampleMethodList() {
 	// Output:
 	// Bytes.Upper (unary): bytes -> bytes
 	// Counter.Inc (unary): {name string, by integer} -> {value integer}
-	// Warren.Methods (unary): {} -> {methods array}
+	// Warren.Methods (unary): {} -> {methods array, version object}
 }
 
 // describe writes a shape in one line.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/warrenipc/warren/internal/buildinfo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -17,6 +18,22 @@ const IntrospectionMethod = "Warren.Methods"
 // MethodList is the reply of IntrospectionMethod.
 type MethodList struct {
 	Methods []MethodInfo `json:"methods"`
+	Version *BuildInfo   `json:"version,omitempty"` // the server's build
+}
+
+// BuildInfo is the build of a server's program, from the information the Go
+// toolchain embeds (runtime/debug.ReadBuildInfo).
+type BuildInfo struct {
+	// Version is warren's module version: a tag, a pseudo-version, or
+	// "(devel)" when built from a source tree (go run, a replaced module).
+	Version string `json:"version"`
+	// Revision and Time are the program's version control revision and
+	// commit time (RFC 3339), when the build recorded them; Modified
+	// reports uncommitted changes.
+	Revision string `json:"revision,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"` // toolchain version, as in go1.26.0
 }
 
 // MethodInfo describes one registered method.
@@ -65,6 +82,8 @@ func (s *Server) methodList() *MethodList {
 		})
 	}
 	sort.Slice(out.Methods, func(i, j int) bool { return out.Methods[i].Name < out.Methods[j].Name })
+	bi := buildinfo.Get()
+	out.Version = &BuildInfo{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified, Go: bi.Go}
 	return out
 }
 

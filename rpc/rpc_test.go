@@ -469,6 +469,9 @@ func TestIntrospection(t *testing.T) {
 	if got := strings.Join(names, ","); got != "Echo.Fail,Echo.Panic,Echo.Raw,Echo.Say,Warren.Methods" {
 		t.Errorf("methods %s", got)
 	}
+	if v := list.Version; v == nil || v.Version == "" || !strings.HasPrefix(v.Go, "go") {
+		t.Errorf("version %+v", v)
+	}
 }
 
 func TestInterceptors(t *testing.T) {

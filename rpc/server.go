@@ -129,8 +129,11 @@ type ServerOptions struct {
 	// connection that has had no call in progress and has sent nothing for
 	// this long. 0, the default, keeps idle connections open.
 	IdleTimeout time.Duration
-	// Logger receives handler panics, refused connections, accept errors
-	// and net/http's errors; nil means slog.Default().
+	// Logger receives handler panics, refused connections, shed idle
+	// connections, the drain, calls refused by a limit or a method's
+	// policy (with the peer's network, uid, gid, pid and address and the
+	// reason as attributes; a peer's repeats within 10 s as one summary),
+	// accept errors and net/http's errors; nil means slog.Default().
 	Logger *slog.Logger
 	// WebSocket configures the WebSocket upgrades the HTTP bridge serves: a
 	// GET with "Upgrade: websocket" on any listener becomes a warren

@@ -16,6 +16,9 @@ const (
 	SchemeTLS  = "tls"
 	SchemeWS   = "ws"  // WebSocket over TCP
 	SchemeWSS  = "wss" // WebSocket over TLS
+	// SchemeSystemd names a listening socket passed by systemd socket
+	// activation; Listen only.
+	SchemeSystemd = "systemd"
 )
 
 // sunPathLimit is the size of sun_path in struct sockaddr_un on this
@@ -27,9 +30,10 @@ const abstractNamespace = runtime.GOOS == "linux" || runtime.GOOS == "android"
 
 // Addr is a parsed warren address. It implements net.Addr.
 type Addr struct {
-	Scheme string // SchemeUnix, SchemeTCP, SchemeTLS, SchemeWS or SchemeWSS
+	Scheme string // SchemeUnix, SchemeTCP, SchemeTLS, SchemeWS, SchemeWSS or SchemeSystemd
 	// Address is a file path (absolute or relative) or "@name" for an
-	// abstract Unix socket, or host:port for tcp, tls, ws and wss.
+	// abstract Unix socket, host:port for tcp, tls, ws and wss, or the
+	// socket's name for systemd ("" for the first socket passed).
 	Address string
 	// Path is the HTTP path of a ws or wss address, as written (with any
 	// percent-encoding) and starting with "/"; empty for other schemes.
@@ -45,6 +49,14 @@ type Addr struct {
 //	tls://host:port        TLS over TCP
 //	ws://host:port/path    WebSocket over TCP, upgraded at the HTTP path
 //	wss://host:port/path   WebSocket over TLS
+//	systemd:               the first socket passed by systemd (Listen only)
+//	systemd:NAME           the socket passed by systemd with that name
+//
+// systemd addresses name listening sockets that systemd socket activation
+// passes to the process (LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES; the names
+// are the units' FileDescriptorName=, by default the socket unit's name).
+// Listen serves them as the unix or tcp sockets they are, with the mode and
+// owner the socket unit gave them.
 //
 // Ports are decimal numbers, also for ws and wss. Addresses with a query, a
 // fragment or user information are rejected, as are a path after host:port
@@ -92,6 +104,14 @@ func ParseAddr(s string) (Addr, error) {
 			return bad(reason)
 		}
 		return Addr{Scheme: scheme, Address: addr, Path: path}, nil
+	case SchemeSystemd:
+		if i := strings.IndexAny(rest, ":/?#"); i >= 0 {
+			return bad("a systemd socket name has no " + strconv.QuoteRune(rune(rest[i])) + " (write systemd: or systemd:NAME)")
+		}
+		if len(rest) > 255 {
+			return bad("a systemd socket name has at most 255 characters")
+		}
+		return Addr{Scheme: SchemeSystemd, Address: rest}, nil
 	case "":
 		return bad("missing scheme")
 	default:
@@ -223,6 +243,8 @@ func (a Addr) String() string {
 		return "unix:" + a.Address
 	case a.Scheme == SchemeWS || a.Scheme == SchemeWSS:
 		return a.Scheme + "://" + a.Address + a.Path
+	case a.Scheme == SchemeSystemd:
+		return "systemd:" + a.Address
 	default:
 		return a.Scheme + "://" + a.Address
 	}

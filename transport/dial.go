@@ -69,6 +69,9 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 		cfg = &DialConfig{}
 	}
 	fail := func(err error) (*Conn, error) { return nil, &opError{op: "dial", addr: a.String(), err: err} }
+	if a.Scheme == SchemeSystemd {
+		return fail(errors.New("a systemd: address names a socket passed to a server; dial the socket's own address (its ListenStream=)"))
+	}
 	if err := a.checkPathLen(); err != nil {
 		return fail(err)
 	}

@@ -8,8 +8,9 @@
 //
 // An address is one string: unix:///run/app.sock, unix:rel/app.sock,
 // unix:@name (Linux abstract namespace), tcp://host:port, tls://host:port,
-// ws://host:port/path or wss://host:port/path. [ParseAddr] checks it and
-// [Addr.String] gives it back in canonical form.
+// ws://host:port/path or wss://host:port/path; for Listen also systemd: and
+// systemd:NAME, a socket passed by systemd socket activation. [ParseAddr]
+// checks it and [Addr.String] gives it back in canonical form.
 //
 // # Socket files
 //

@@ -25,7 +25,7 @@ var (
 )
 
 // forms lists the address forms ParseAddr accepts.
-const forms = "unix:///absolute/path, unix:relative/path, unix:@name (Linux abstract namespace), tcp://host:port, tls://host:port, ws://host:port/path, wss://host:port/path"
+const forms = "unix:///absolute/path, unix:relative/path, unix:@name (Linux abstract namespace), tcp://host:port, tls://host:port, ws://host:port/path, wss://host:port/path, systemd: or systemd:NAME (a socket passed by systemd, to listen on)"
 
 // AddrError reports an address ParseAddr does not accept.
 type AddrError struct {

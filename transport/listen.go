@@ -127,6 +127,15 @@ var (
 // WebSocket next to other HTTP requests, on the same port as warren's own
 // protocol, listen on tcp:// (or unix:// or tls://) instead and upgrade
 // with UpgradeWebSocket, as the HTTP bridge of package rpc does.
+//
+// For systemd: and systemd:NAME, Listen serves the socket systemd passed
+// (see ParseAddr) as the unix or tcp address it is bound to, which Endpoint
+// returns: the policy applies as for sockets Listen creates, and the
+// file's mode and owner are the socket unit's (Mode, Owner and MkdirAll are
+// ignored; Close leaves the file). Each passed socket can be listened on
+// once. The first such Listen marks the passed descriptors close-on-exec
+// and unsets LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES, so that child
+// processes inherit neither.
 func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
@@ -136,6 +145,14 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 		cfg = &ListenConfig{}
 	}
 	fail := func(err error) (*Listener, error) { return nil, &opError{op: "listen", addr: a.String(), err: err} }
+	var passed net.Listener
+	if a.Scheme == SchemeSystemd {
+		ln, real, err := listenSystemd(a)
+		if err != nil {
+			return fail(err)
+		}
+		passed, a = ln, real
+	}
 	l := &Listener{
 		addr:             a,
 		policy:           cfg.Policy,
@@ -155,6 +172,8 @@ func Listen(addr string, cfg *ListenConfig) (*Listener, error) {
 	}
 
 	switch {
+	case passed != nil:
+		l.ln, l.netAddr = passed, passed.Addr()
 	case a.isFile():
 		perm := cfg.Mode
 		if perm&^fs.ModePerm != 0 {
@@ -316,16 +335,8 @@ func (l *Listener) reject(p *peer.Peer, err error) {
 		key = "ip " + ta.IP.String()
 	}
 	l.refusals.Refused(key, func() []any {
-		attrs := []any{slog.String("listener", l.addr.String()), slog.String("network", p.Network)}
-		if p.HasCred {
-			attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
-		}
-		if a := p.RemoteAddr; a != nil {
-			if s := a.String(); s != "" && s != "@" {
-				attrs = append(attrs, slog.String("remote", s))
-			}
-		}
-		return append(attrs, slog.Any("err", err))
+		attrs := append([]any{slog.String("listener", l.addr.String())}, refusallog.PeerAttrs(p)...)
+		return append(attrs, slog.String("reason", err.Error()))
 	})
 	l.rejected.Add(1)
 }

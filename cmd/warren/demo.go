@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -121,7 +122,9 @@ func (d *demo) run(addr string) (err error) {
 	// The rpc policy only records who connects: the listener has already
 	// applied the same-user policy.
 	var seen atomic.Pointer[peer.Peer]
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: peer.PolicyFunc(func(p *peer.Peer) error {
+	// Warnings only: the report is the demo's output, not the drain's record.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := rpc.NewServer(&rpc.ServerOptions{Logger: logger, Policy: peer.PolicyFunc(func(p *peer.Peer) error {
 		seen.CompareAndSwap(nil, p)
 		return nil
 	})})

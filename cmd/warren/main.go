@@ -8,6 +8,7 @@
 //	warren certs [--host NAME]... DIR
 //	warren demo [-calls N] [-duration D]
 //	warren bench [compare flags]
+//	warren version (or warren --version)
 //
 // serve runs the counter service (package counter) over warren RPC and HTTP
 // on one address, with a live page for browsers at GET / (on a network
@@ -17,7 +18,8 @@
 // bench module.
 //
 // ADDR is a warren address (unix:///abs/path, unix:rel/path, unix:@name,
-// tcp://host:port, tls://host:port, ws:// and wss://host:port/path) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
+// tcp://host:port, tls://host:port, ws:// and wss://host:port/path; for serve
+// also systemd: and systemd:NAME, a socket passed by systemd) or "default": $XDG_RUNTIME_DIR/warren/warren.sock, or
 // $TMPDIR/warren-UID/warren.sock without XDG_RUNTIME_DIR.
 //
 // Every command takes -h (or --help). Errors go to stderr as "error: ..."
@@ -62,6 +64,7 @@ func init() {
 		{"certs", "write development certificates for TLS with client certificates", cmdCerts},
 		{"demo", "serve the counter service on a private socket, drive it and report", cmdDemo},
 		{"bench", "run the comparison benchmarks (bench/cmd/compare)", cmdBench},
+		{"version", "print the version of warren and of the Go toolchain", cmdVersion},
 	}
 }
 
@@ -69,12 +72,13 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: warren <command> [flags] [arguments]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-7s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 ADDR is unix:///abs/path, unix:rel/path, unix:@name, tcp://host:port,
 tls://host:port, ws://host:port/path, wss://host:port/path, or "default"
-(the address 'warren serve' uses without --addr).
+(the address 'warren serve' uses without --addr); 'warren serve' also takes
+systemd: or systemd:NAME, a socket passed by systemd socket activation.
 
 examples:
   warren serve &
@@ -121,6 +125,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, usage())
 		return exitOK
+	case "-version", "--version":
+		return report(e, "version", cmdVersion(e, args[1:]))
 	}
 	for _, c := range commands {
 		if c.name == name {

@@ -426,16 +426,18 @@ func TestList(t *testing.T) {
 			t.Fatalf("line %d: want %q\n%s", i, w, r.stdout)
 		}
 	}
-	// The recursive shape of Warren.Methods' reply stays short.
-	if len(lines) != 7 || !strings.HasPrefix(lines[6], "Warren.Methods") || len(lines[6]) > 300 {
+	// The recursive shape of Warren.Methods' reply (methods and version)
+	// stays short.
+	if len(lines) != 7 || !strings.HasPrefix(lines[6], "Warren.Methods") || len(lines[6]) > 400 {
 		t.Fatalf("Warren.Methods line:\n%s", r.stdout)
 	}
 
 	r = runCmd(t, nil, "", "list", "--json", s.addr)
 	var list struct {
 		Methods []struct{ Name, Kind string } `json:"methods"`
+		Version struct{ Version, Go string }  `json:"version"`
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list.Methods) != 6 ||
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list.Methods) != 6 || list.Version.Version == "" || list.Version.Go == "" ||
 		list.Methods[4].Name != "Counter.Watch" || list.Methods[4].Kind != "server_stream" {
 		t.Fatalf("list --json: %s", r)
 	}

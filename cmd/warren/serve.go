@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -18,13 +19,14 @@ import (
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/grpcbridge"
+	"github.com/warrenipc/warren/internal/sdnotify"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop] [--log-format text|json] [--log-level LEVEL]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -61,6 +63,20 @@ SIGINT or SIGTERM shuts down gracefully: calls in flight finish, watches end
 with "unavailable: server is shutting down", the socket file is removed and
 serve exits 0. A second signal stops at once.
 
+--addr systemd: serves the socket systemd passed by socket activation
+(LISTEN_FDS; the first one), and systemd:NAME the one its socket unit names
+with FileDescriptorName=; the unit sets its mode and owner (no --mode), and
+stopping leaves its file. A unix socket's callers are checked as above. serve
+tells systemd it is ready (READY=1 on NOTIFY_SOCKET) once it serves, and
+that it is stopping (STOPPING=1); with WatchdogSec= it sends WATCHDOG=1 every
+half of it. See examples/systemd.
+
+The log on stderr (--log-format text or json, --log-level debug, info, warn
+or error) has one record per refused connection, shed idle connection,
+drain and call refused by a limit, with the peer's network, uid, gid, pid
+and address and the reason as attributes; a peer refused again within 10 s
+is counted into one summary record.
+
 --event-loop serves unix, tcp and ws connections from an epoll event loop
 (Linux; rpc.ServerOptions.EventLoop): an idle connection holds no goroutine.
 Calls, limits and policies are the same as without it. tls and wss
@@ -70,7 +86,9 @@ addresses, and other platforms, are served a goroutine per connection.`,
   warren serve --addr tcp://127.0.0.1:7000
   warren serve --addr tcp://127.0.0.1:7000 --token "$(cat token-file)"
   warren serve --addr tls://0.0.0.0:7443 --cert server.pem --key server-key.pem --client-ca ca.pem --allow-cn client
-  warren serve --addr ws://127.0.0.1:8080/warren`,
+  warren serve --addr ws://127.0.0.1:8080/warren
+  warren serve --log-format json --log-level warn
+  systemd-socket-activate -l /run/user/1000/counter.sock warren serve --addr systemd:`,
 }
 
 // idList is a repeatable flag of numeric ids.
@@ -114,7 +132,7 @@ func parseMode(s string) (fs.FileMode, error) {
 
 func cmdServe(e *env, args []string) error {
 	fset := newFlagSet("serve")
-	addrFlag := fset.String("addr", defaultKeyword, "address to listen on: unix:///path, unix:rel/path, unix:@name, tcp://host:port, tls://host:port, ws://host:port/path, wss://host:port/path, or default")
+	addrFlag := fset.String("addr", defaultKeyword, "address to listen on: unix:///path, unix:rel/path, unix:@name, tcp://host:port, tls://host:port, ws://host:port/path, wss://host:port/path, systemd:[NAME] (a socket passed by systemd), or default")
 	modeFlag := fset.String("mode", "0600", "permission bits of the socket file (octal)")
 	uids := &idList{what: "uid"}
 	gids := &idList{what: "gid"}
@@ -126,9 +144,15 @@ func cmdServe(e *env, args []string) error {
 	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
 	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
 	eventLoop := fset.Bool("event-loop", false, "serve unix, tcp and ws connections from an epoll event loop (Linux)")
+	logFormat := fset.String("log-format", "text", "format of the log on stderr: text or json")
+	logLevel := fset.String("log-level", "info", "least severe log records written: debug, info, warn or error")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
+	}
+	logger, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return &usageError{cmd: "serve", msg: err.Error()}
 	}
 	mode, err := parseMode(*modeFlag)
 	if err != nil {
@@ -149,6 +173,20 @@ func cmdServe(e *env, args []string) error {
 	}
 	modeSet := false
 	fset.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
+	// A socket passed by systemd is taken now: what follows depends on
+	// whether it is a unix or a tcp socket.
+	var l *transport.Listener
+	activated := a.Scheme == transport.SchemeSystemd
+	if activated {
+		if modeSet {
+			return &usageError{cmd: "serve", msg: "--mode does not apply to a socket passed by systemd: the socket unit's SocketMode=, SocketUser= and SocketGroup= set it"}
+		}
+		if l, err = transport.Listen(addr, &transport.ListenConfig{Policy: peer.AllowAll(), Logger: logger}); err != nil {
+			return fmt.Errorf("%s: %s", addr, trimWarren(err.Error()))
+		}
+		defer l.Close()
+		a = l.Endpoint()
+	}
 	if modeSet && a.Scheme == transport.SchemeUnix && strings.HasPrefix(a.Address, "@") {
 		return &usageError{cmd: "serve", msg: "--mode cannot apply to an abstract address (" + addr + "): it has no file, so any local user can connect (the policy still decides who may call) or bind the name first; use a socket file (unix:///path) to restrict who can connect, and have clients check the server with --server-uid"}
 	}
@@ -198,11 +236,11 @@ func cmdServe(e *env, args []string) error {
 	// Both apply it at accept, before reading a byte; a listener closes a
 	// refused peer without a word, while the rpc server first writes it
 	// the reason (a GOAWAY with PermissionDenied) and closes it at once.
-	l, err := transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth)})
-	if err != nil {
-		return listenError(a, err)
+	if l == nil {
+		if l, err = transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth), Logger: logger}); err != nil {
+			return listenError(a, err)
+		}
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
 	store := counter.New()
 	store.Register(srv)
@@ -216,9 +254,12 @@ func cmdServe(e *env, args []string) error {
 
 	ep := l.Endpoint().String()
 	fmt.Fprintf(e.stdout, "listening on %s\n", ep)
-	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+	switch {
+	case activated:
+		fmt.Fprintf(e.stderr, "warren serve: socket passed by systemd (%s), its mode and owner set by the socket unit; %s\n", addr, policyText)
+	case a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@"):
 		fmt.Fprintf(e.stderr, "warren serve: socket mode %#o; %s\n", mode, policyText)
-	} else {
+	default:
 		fmt.Fprintf(e.stderr, "warren serve: %s\n", policyText)
 	}
 	shown := ep
@@ -246,6 +287,12 @@ func cmdServe(e *env, args []string) error {
 		}
 	}
 	fmt.Fprintln(e.stderr, "warren serve: stop with Ctrl-C (or SIGTERM)")
+	if _, err := sdnotify.Notify(fmt.Sprintf("READY=1\nSTATUS=serving %s\nMAINPID=%d", ep, os.Getpid())); err != nil {
+		fmt.Fprintf(e.stderr, "warren serve: telling systemd it is ready: %v\n", err)
+	}
+	watchCtx, stopWatchdog := context.WithCancel(context.Background())
+	defer stopWatchdog()
+	go sdnotify.Watchdog(watchCtx)
 
 	select {
 	case err := <-served:
@@ -255,6 +302,8 @@ func cmdServe(e *env, args []string) error {
 	case sig := <-sigs:
 		fmt.Fprintf(e.stderr, "warren serve: %v: shutting down gracefully (send it again to stop at once)\n", sig)
 	}
+	stopWatchdog()
+	sdnotify.Notify("STOPPING=1")
 	store.Shutdown() // end watches, which would otherwise hold up Shutdown
 	ctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
@@ -275,12 +324,37 @@ func cmdServe(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "warren serve: calls still in flight after %v were cut off\n", *grace)
 		return exitStatus(exitError)
 	}
-	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") {
+	if a.Scheme == transport.SchemeUnix && !strings.HasPrefix(a.Address, "@") && !activated {
 		fmt.Fprintf(e.stderr, "warren serve: stopped; removed %s\n", a.Address)
 	} else {
 		fmt.Fprintln(e.stderr, "warren serve: stopped")
 	}
 	return nil
+}
+
+// newLogger returns the logger of --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, fmt.Errorf("invalid --log-level %q: give debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: give text or json", format)
 }
 
 // listenError says what to do about a failed Listen.

@@ -147,7 +147,10 @@ func (l *Limiter) Allow() bool { return l.lim.Allow() }
 type Core struct {
 	lim      Limits
 	policy   peer.Policy
-	refusals *refusallog.Log
+	refusals *refusallog.Log // connections refused
+	sheds    *refusallog.Log // idle connections shed
+	limits   *refusallog.Log // calls refused by a limit or a method's policy
+	logger   func() *slog.Logger
 
 	mu          sync.Mutex // protects following
 	conns       int
@@ -170,6 +173,9 @@ func New(lim Limits, policy peer.Policy, logger func() *slog.Logger) *Core {
 	return &Core{
 		lim: lim, policy: policy,
 		refusals: refusallog.New(logger, "warren: connection refused", 0),
+		sheds:    refusallog.New(logger, "warren: idle connection shed", 0),
+		limits:   refusallog.New(logger, "warren: call refused", 0),
+		logger:   logger,
 		byUID:    map[int32][]*Conn{},
 		perPID:   map[int32]int{},
 		limiters: map[string]*Limiter{},
@@ -224,6 +230,9 @@ func (k *Core) Admit(c *Conn, p *peer.Peer, eng *Engine) (string, status.Code) {
 	victim, eng, id, why := k.add(c, p)
 	if victim != nil {
 		eng.shed(victim, id)
+		k.sheds.Refused(PeerKey(p), func() []any {
+			return append(refusallog.PeerAttrs(p), slog.String("reason", "an idle connection of the same user or process closed to admit this one"))
+		})
 	}
 	if why == "" {
 		return "", status.OK
@@ -350,11 +359,16 @@ func (k *Core) WasShed(c *Conn) bool {
 	return c.idx == -1
 }
 
-// Drain refuses every connection from now on (ShuttingDown).
+// Drain refuses every connection from now on (ShuttingDown). The first
+// call logs the drain with the connections then open.
 func (k *Core) Drain() {
 	k.mu.Lock()
+	first, conns := !k.draining, k.conns
 	k.draining = true
 	k.mu.Unlock()
+	if first && k.logger != nil {
+		k.logger().Info("warren: draining", slog.Int("connections", conns), slog.String("reason", ShuttingDown))
+	}
 }
 
 // Conns returns the connections counted.
@@ -379,7 +393,16 @@ func (k *Core) Reject() { k.rejected.Add(1) }
 func (k *Core) Refused(p *peer.Peer, key, reason string) {
 	k.rejected.Add(1)
 	k.refusals.Refused(key, func() []any {
-		return []any{"peer", p.String(), "reason", reason}
+		return append(refusallog.PeerAttrs(p), slog.String("reason", reason))
+	})
+}
+
+// CallRefused logs a call of p refused by a limit (calls on the connection
+// or the server, the call rate) or by its method's policy, as Refused logs
+// connections: the first of each peer in an interval, then a summary.
+func (k *Core) CallRefused(p *peer.Peer, reason string) {
+	k.limits.Refused(PeerKey(p), func() []any {
+		return append(refusallog.PeerAttrs(p), slog.String("reason", reason))
 	})
 }
 
@@ -464,4 +487,6 @@ func (k *Core) Close() {
 		c.Close()
 	}
 	k.refusals.Close()
+	k.sheds.Close()
+	k.limits.Close()
 }

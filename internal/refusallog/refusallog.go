@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/warrenipc/warren/peer"
 )
 
 // DefaultInterval is the summary interval when New is given 0.
@@ -46,7 +48,8 @@ func New(logger func() *slog.Logger, msg string, interval time.Duration) *Log {
 }
 
 // Refused records one refusal of the peer key. The first of its interval
-// is logged at once with the attributes attrs returns (called only then).
+// is logged at once, with the attribute peer (the key) and those attrs
+// returns (called only then).
 func (l *Log) Refused(key string, attrs func() []any) {
 	l.mu.Lock()
 	if l.counts == nil {
@@ -68,7 +71,7 @@ func (l *Log) Refused(key string, attrs func() []any) {
 	}
 	l.mu.Unlock()
 	if first {
-		l.logger().Warn(l.msg, attrs()...)
+		l.logger().Warn(l.msg, append([]any{slog.String("peer", key)}, attrs()...)...)
 	}
 }
 
@@ -97,4 +100,29 @@ func (l *Log) Close() {
 	if t != nil && t.Stop() {
 		l.flush()
 	}
+}
+
+// PeerAttrs returns the attributes of p for a record: network; uid, gid and
+// pid when the kernel reported them; address, the peer's address when it
+// has one (a unix client's is usually unnamed); cn, a TLS client
+// certificate's common name.
+func PeerAttrs(p *peer.Peer) []any {
+	if p == nil {
+		return nil
+	}
+	attrs := []any{slog.String("network", p.Network)}
+	if p.HasCred {
+		attrs = append(attrs, slog.Int("uid", p.UID), slog.Int("gid", p.GID), slog.Int("pid", p.PID))
+	}
+	if a := p.RemoteAddr; a != nil {
+		if s := a.String(); s != "" && s != "@" {
+			attrs = append(attrs, slog.String("address", s))
+		}
+	}
+	if p.TLS != nil && len(p.TLS.PeerCertificates) > 0 {
+		if cn := p.TLS.PeerCertificates[0].Subject.CommonName; cn != "" {
+			attrs = append(attrs, slog.String("cn", cn))
+		}
+	}
+	return attrs
 }

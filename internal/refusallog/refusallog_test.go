@@ -1,37 +1,20 @@
 package refusallog
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/warrenipc/warren/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestSummaries(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	l := New(func() *slog.Logger { return logger }, "peer refused", 50*time.Millisecond)
 	for i := 0; i < 10000; i++ {
@@ -51,7 +34,7 @@ func TestSummaries(t *testing.T) {
 }
 
 func TestKeysBounded(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	l := New(func() *slog.Logger { return logger }, "peer refused", time.Hour)
 	for i := 0; i < 10*MaxKeys; i++ {

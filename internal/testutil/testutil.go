@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -151,4 +152,24 @@ func SizeName(n int) string {
 		return fmt.Sprintf("size=%dKiB", n>>10)
 	}
 	return fmt.Sprintf("size=%dB", n)
+}
+
+// SyncBuffer is a bytes.Buffer for writes from several goroutines, such
+// as a logger's.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -212,6 +212,22 @@ function token(): string | undefined {
   return new URLSearchParams(location.search).get("token") ?? undefined;
 }
 
+type BuildInfo = { version?: string; revision?: string; time?: string; modified?: boolean; go?: string };
+
+/** Shows the server's build (the version object of Warren.Methods) in the footer. */
+async function showVersion() {
+  try {
+    const r = await client!.call<unknown, { version?: BuildInfo }>("Warren.Methods", {});
+    const v = r.version;
+    if (!v) return;
+    let text = `warren ${v.version ?? "(unknown)"}`;
+    if (v.revision) text += ` · ${v.revision.slice(0, 12)}${v.modified ? "+" : ""}`;
+    if (v.time) text += ` · ${v.time}`;
+    if (v.go) text += ` · ${v.go}`;
+    $("version").textContent = text;
+  } catch {}
+}
+
 function setStatus(cls: string, text: string) {
   const s = $("status");
   s.className = `pill ${cls}`;
@@ -231,6 +247,7 @@ async function run() {
       $("banner").classList.remove("show");
       for (const [, card] of cards) void follow(card.value.dataset.counter!, card.watch.signal);
       await refresh();
+      void showVersion();
       const pinger = setInterval(async () => {
         try {
           rttsThisSecond.push(await client!.ping());
