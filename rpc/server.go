@@ -17,6 +17,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/eventloop"
+	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -500,7 +501,7 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 			// The peer speaks HTTP: the bridge serves the connection,
 			// reading the bytes the preface reader took again.
 			conn.SetDeadline(time.Time{})
-			s.serveHTTPConn(sc, newReplayConn(conn, nw.Prefix), refuse)
+			s.serveHTTPConn(sc, httpbody.NewReplayConn(conn, nw.Prefix), refuse)
 		}
 		return true
 	}

@@ -1,7 +1,9 @@
 // Package httpbody reads the request bodies of the HTTP bridge's unary
 // calls within bounds: a size limit, a budget of bytes held over all
 // connections and a time limit (Read), decompresses gzipped ones (Gunzip),
-// and guards the connection against request smuggling (Guard).
+// guards the connection against request smuggling (Guard), and replays the
+// bytes the preface reader took from a connection that turned out to speak
+// HTTP (NewReplayConn).
 package httpbody
 
 import (

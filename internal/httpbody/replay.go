@@ -1,4 +1,4 @@
-package rpc
+package httpbody
 
 import "net"
 
@@ -6,7 +6,7 @@ import "net"
 // bytes. mux.Server reads the preface; with mux.Config.KeepHTTP, a peer
 // whose first bytes are an HTTP request is left open, and its
 // *wire.NotWarrenError holds the bytes read (at most 6), which the HTTP
-// bridge reads again through a replayConn (see serveSession).
+// bridge reads again through NewReplayConn (rpc's serveSession).
 
 // replayConn reads prefix, the bytes the preface reader consumed, before
 // reading from the connection.
@@ -35,7 +35,8 @@ func (c *replayCloseWriteConn) CloseWrite() error {
 	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
 }
 
-func newReplayConn(conn net.Conn, prefix []byte) net.Conn {
+// NewReplayConn returns conn reading prefix first.
+func NewReplayConn(conn net.Conn, prefix []byte) net.Conn {
 	if _, ok := conn.(interface{ CloseWrite() error }); ok {
 		return &replayCloseWriteConn{replayConn{conn, prefix}}
 	}
