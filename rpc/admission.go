@@ -25,7 +25,7 @@ func (s *Server) initAdmission() {
 		CallRate:       s.opts.CallRate,
 		CallBurst:      s.opts.CallBurst,
 	}, s.opts.Policy, func() *slog.Logger { return s.logger })
-	s.goEng = admit.NewEngine(s.shedConn)
+	s.goEng = s.adm.NewEngine(s.shedConn)
 }
 
 // refuseConn answers a connection the policy or a limit refused without
@@ -64,6 +64,46 @@ func (s *Server) shedConn(c *admit.Conn, _ int32) {
 			sc.conn.Close()
 		}
 	}()
+}
+
+// runningOne is one handler running in serverConn.work.
+const runningOne = 1 << 32
+
+// addCalls adds d to sc's calls, returning their new count.
+func (sc *serverConn) addCalls(d int32) int32 {
+	w := sc.work.Add(int64(d))
+	sc.worked(w, int64(d))
+	return int32(w)
+}
+
+// addRunning adds d to sc's handlers running.
+func (sc *serverConn) addRunning(d int64) {
+	w := sc.work.Add(d * runningOne)
+	sc.worked(w, d*runningOne)
+}
+
+// worked tells the admission core whether sc, served by a goroutine, may
+// be shed (admit.Busy while it has calls or handlers running, else the
+// stamp of its last call), if its work w, just changed by d, went from or
+// to zero. The event loop tells it for its connections (Busy while
+// awake).
+func (sc *serverConn) worked(w, d int64) {
+	if (w == 0 || w == d) && sc.adm == &sc.ac {
+		for {
+			a := uint32(admit.Busy)
+			if w == 0 {
+				a = sc.last.Load()
+			}
+			sc.ac.SetActive(a)
+			// Another goroutine may have changed work from or to zero
+			// and stored its view first: the last to store checks.
+			w2 := sc.work.Load()
+			if (w2 == 0) == (w == 0) {
+				return
+			}
+			w = w2
+		}
+	}
 }
 
 // handshakeDone ends sc's count among the connections in their handshake.

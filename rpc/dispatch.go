@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -39,20 +40,20 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 		s.refused.Add(1)
 		return nil, status.InvalidArgument, err.Error()
 	}
-	if int64(sc.ac.AddCalls(1)) > int64(s.opts.MaxCallsPerConn) {
-		sc.ac.AddCalls(-1)
+	if int64(sc.addCalls(1)) > int64(s.opts.MaxCallsPerConn) {
+		sc.addCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn)
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
-		sc.ac.AddCalls(-1)
+		sc.addCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls)
 	}
 	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
-		sc.ac.AddCalls(-1)
+		sc.addCalls(-1)
 		s.refused.Add(1)
 		return nil, status.ResourceExhausted, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate)
 	}
@@ -65,7 +66,7 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	s := sc.srv
 	c := st.Owner.(*serverCall)
-	sc.ac.Touch()
+	sc.last.Store(admit.Now())
 	hd := (*s.handlers.Load())[string(h.Method)]
 	cd, code, msg := sc.admit(hd, h.Codec)
 	if code != status.OK {
@@ -73,6 +74,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 			msg = fmt.Sprintf("unknown method %q", h.Method)
 		}
 		st.Refuse(code, msg)
+		sc.worked(sc.work.Load(), 0) // a refused call is activity too
 		return
 	}
 	c.conn, c.h, c.codec = sc, hd, cd
@@ -148,7 +150,7 @@ const inlineMax = 16 << 10
 func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
 
 func (s *Server) callDone(sc *serverConn) {
-	sc.ac.AddCalls(-1)
+	sc.addCalls(-1)
 	s.calls.Add(-1)
 }
 

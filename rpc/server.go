@@ -372,12 +372,17 @@ func isTemporary(err error) bool {
 
 // serverConn is one served connection.
 type serverConn struct {
-	// ac counts the connection's calls (AddCalls, AddRunning) and when it
-	// last started one (Touch). In goroutine mode it is also the
-	// connection's admission; an event-loop session's admission is in the
-	// loop's record of the connection, which outlives the session.
-	ac   admit.Conn
-	adm  *admit.Conn // the connection's admission: &ac, or the loop's
+	// ac is the connection's admission in goroutine mode; an event-loop
+	// session's admission is in the loop's record of the connection,
+	// which outlives the session.
+	ac  admit.Conn
+	adm *admit.Conn // the connection's admission: &ac, or the loop's
+	// work counts the connection's calls (addCalls: admitted and not
+	// ended, the low 32 bits) and their handlers still running
+	// (addRunning, the high 32 bits); last is the stamp (admit.Now) of the
+	// last call started.
+	work atomic.Int64
+	last atomic.Uint32
 	lim  *admit.Limiter
 	srv  *Server
 	conn net.Conn
@@ -388,7 +393,7 @@ type serverConn struct {
 	// has turned to HTTP, ends the count of its peer's connections in
 	// their handshake; nil once called.
 	handshake func()
-	// ac's running counts the calls whose handler goroutine has not
+	// Running counts the calls whose handler goroutine has not
 	// returned: a call stops counting in calls when its reply's end is
 	// queued, but its stream is dropped, and the credit of messages it
 	// left unread given back, only after that. The event loop hibernates a
@@ -440,6 +445,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 	sc := &serverConn{srv: s, conn: conn, peer: p, handshake: endHandshake}
 	sc.adm = &sc.ac
 	sc.ac.Touch()
+	sc.last.Store(sc.ac.Active())
 	sc.ctx = peer.NewContext(s.ctx, p)
 	if refuse, code := s.addConn(sc, key); refuse != "" {
 		endHandshake()

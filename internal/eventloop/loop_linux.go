@@ -160,6 +160,7 @@ func (l *evLoop) own(resumed bool) {
 	close(l.stop)
 	l.endAdoptions()
 	l.closeAll()
+	l.adm.RemoveEngine(l.eng) // its connections are released
 	if l.lfd >= 0 {
 		unix.Close(l.lfd)
 	}

@@ -112,12 +112,11 @@ func (k *echoCore) numRegistered() int {
 }
 
 type echoSession struct {
-	k     *echoCore
-	adm   *admit.Conn
-	calls admit.Conn
+	k   *echoCore
+	adm *admit.Conn
 }
 
-func (se *echoSession) Calls() *admit.Conn { return &se.calls }
+func (se *echoSession) Work() (calls, running int32, last uint32) { return 0, 0, admit.Now() }
 
 func (se *echoSession) Register(*mux.Session) bool {
 	se.k.mu.Lock()

@@ -74,8 +74,9 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		return
 	}
 	if a.sess != nil {
-		if calls := a.se.Calls(); calls.Calls() != 0 || calls.Running() != 0 {
-			return // (calls first: a call counts in running before it leaves calls)
+		calls, running, last := a.se.Work()
+		if calls != 0 || running != 0 {
+			return
 		}
 		st, ok := a.sess.Hibernate()
 		if !ok {
@@ -83,7 +84,7 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		}
 		a.conn.retire()
 		rec.fed = st
-		rec.adm.SetActive(a.se.Calls().Active()) // the last call: shed after ShedIdleAfter
+		rec.adm.SetActive(last) // the last call: shed after ShedIdleAfter
 		a.se.Unregister()
 		l.opts.Counters.Hibernations.Add(1)
 	}
@@ -109,7 +110,11 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
 		return false
 	}
-	return a.sess == nil || a.se.Calls().Calls() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
+	if a.sess == nil {
+		return true
+	}
+	calls, _, _ := a.se.Work()
+	return calls == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
 }
 
 // finalize closes rec's connection: its session ends with err, its
