@@ -43,9 +43,10 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		refuse := a.refuse
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
 	}
-	st := &rec.fed
-	if rec.flags&flFresh != 0 {
-		st = nil
+	var st *mux.FedState
+	if rec.flags&flFresh == 0 {
+		fs := rec.fedState()
+		st = &fs
 	}
 	sess, err := mux.NewFed(c, &cfg, *rec.set, st)
 	if err != nil {
@@ -83,7 +84,7 @@ func (l *evLoop) hibernate(rec *loopConn) {
 			return
 		}
 		a.conn.retire()
-		rec.fed = st
+		rec.keepFed(st)
 		rec.adm.SetActive(last) // the last call: shed after ShedIdleAfter
 		a.se.Unregister()
 		l.opts.Counters.Hibernations.Add(1)
@@ -120,7 +121,7 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 // finalize closes rec's connection: its session ends with err, its
 // admission is released and its descriptor closed.
 func (l *evLoop) finalize(rec *loopConn, err error) {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	if a := rec.act; a != nil {
 		if a.sess != nil {
 			if err == mux.ErrClosed {
@@ -152,7 +153,7 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 // goroutine mode (Core.ServeConn, which serves it on the HTTP bridge), with
 // the bytes read so far.
 func (l *evLoop) handoff(rec *loopConn, data []byte) {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	l.p.Del(fd)
 	p := l.peerOf(rec, nil)
 	prefix := bytes.Clone(data)
