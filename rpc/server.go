@@ -379,8 +379,12 @@ type serverConn struct {
 	adm *admit.Conn // the connection's admission: &ac, or the loop's
 	// work counts the connection's calls (addCalls: admitted and not
 	// ended, the low 32 bits) and their handlers still running
-	// (addRunning, the high 32 bits); last is the stamp (admit.Now) of the
-	// last call started.
+	// (addRunning, the high 32 bits): a call stops counting in calls when
+	// its reply's end is queued, but its stream is dropped, and the
+	// credit of messages it left unread given back, only after its
+	// handler returned. The event loop hibernates a session, and a
+	// connection is shed, only when work is zero. last is the stamp
+	// (admit.Now) of the last call started.
 	work atomic.Int64
 	last atomic.Uint32
 	lim  *admit.Limiter
@@ -393,11 +397,6 @@ type serverConn struct {
 	// has turned to HTTP, ends the count of its peer's connections in
 	// their handshake; nil once called.
 	handshake func()
-	// Running counts the calls whose handler goroutine has not
-	// returned: a call stops counting in calls when its reply's end is
-	// queued, but its stream is dropped, and the credit of messages it
-	// left unread given back, only after that. The event loop hibernates a
-	// session, and a connection is shed, only when both are zero.
 }
 
 // peerOf returns the identity of conn's peer.

@@ -237,3 +237,33 @@ func TestRefuse(t *testing.T) {
 	}
 	time.Sleep(admit.RefuseLinger + 50*time.Millisecond) // the linger timer finds it closed
 }
+
+// TestEngines: a connection is shed by the engine that admitted it, also
+// once another engine took a removed one's slot.
+func TestEngines(t *testing.T) {
+	k := newCore(admit.Limits{MaxConnsPerUID: 1}, nil)
+	defer k.Close()
+	var logA, logB, logC shedLog
+	a := logA.engine(k)
+	b := logB.engine(k)
+	var ca, cb admit.Conn
+	old := admit.Now() - 2*uint32(admit.ShedIdleAfter/time.Millisecond)
+	ca.SetActive(old)
+	if why, _ := k.Admit(&ca, unixPeer(1, 1), a); why != "" {
+		t.Fatal(why)
+	}
+	k.Release(&ca)
+	k.RemoveEngine(a)
+	c := logC.engine(k) // a's slot
+	cb.SetActive(old)
+	if why, _ := k.Admit(&cb, unixPeer(1, 1), b); why != "" {
+		t.Fatal(why)
+	}
+	var cc admit.Conn
+	if why, _ := k.Admit(&cc, unixPeer(1, 2), c); why != "" {
+		t.Fatalf("not admitted by shedding: %s", why)
+	}
+	if len(logA.shed) != 0 || len(logC.shed) != 0 || len(logB.shed) != 1 || logB.shed[0] != &cb {
+		t.Fatalf("shed by a %v, b %v, c %v; want only cb by b", logA.shed, logB.shed, logC.shed)
+	}
+}
