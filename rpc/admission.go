@@ -25,7 +25,7 @@ func (s *Server) initAdmission() {
 		CallRate:       s.opts.CallRate,
 		CallBurst:      s.opts.CallBurst,
 	}, s.opts.Policy, func() *slog.Logger { return s.logger })
-	s.goEng = admit.NewEngine(s.shedConn)
+	s.goEng = s.adm.NewEngine(s.shedConn)
 }
 
 // refuseConn answers a connection the policy or a limit refused without
@@ -65,6 +65,12 @@ func (s *Server) shedConn(c *admit.Conn, _ int32) {
 		}
 	}()
 }
+
+// addCalls adds d to sc's calls, returning their new count.
+func (sc *serverConn) addCalls(d int32) int32 { return int32(sc.work.Add(int64(d))) }
+
+// addRunning adds d to sc's handlers running.
+func (sc *serverConn) addRunning(d int64) { sc.work.Add(d * admit.RunningOne) }
 
 // handshakeDone ends sc's count among the connections in their handshake.
 func (sc *serverConn) handshakeDone() {

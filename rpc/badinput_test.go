@@ -695,8 +695,8 @@ func TestResetBeforeAdmission(t *testing.T) {
 		c.abandon() // OnReset, before OnStream
 		sc.onStream(&c.st, &wire.CallHeader{Method: []byte(method), Codec: codec.IDJSON})
 		srv.Close() // waits for a stream's worker, which must not start the call
-		if sc.ac.Calls() != 0 || srv.calls.Load() != 0 || sc.ac.Running() != 0 {
-			t.Errorf("%s: calls %d on the connection, %d on the server, %d running after a reset before admission", method, sc.ac.Calls(), srv.calls.Load(), sc.ac.Running())
+		if calls, _, _ := (*loopSession)(sc).Work(); sc.work.Load() != 0 || srv.calls.Load() != 0 {
+			t.Errorf("%s: calls %d on the connection (work %#x), %d on the server after a reset before admission", method, calls, sc.work.Load(), srv.calls.Load())
 		}
 	}
 }

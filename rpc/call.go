@@ -181,7 +181,7 @@ func (c *serverCall) begin() bool {
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		return false
 	}
-	c.conn.ac.AddRunning(1)
+	c.conn.addRunning(1)
 	return true
 }
 
@@ -192,7 +192,7 @@ func (c *serverCall) begin() bool {
 func (c *serverCall) end() {
 	c.cancel(context.Canceled)
 	c.release()
-	c.conn.ac.AddRunning(-1)
+	c.conn.addRunning(-1)
 }
 
 // run executes the call on a worker goroutine and sends its reply.

@@ -1,10 +1,11 @@
 package rpc
 
 import (
-	"github.com/warrenipc/warren/internal/bridgecore"
 	"net/http"
 	"slices"
 	"strconv"
+
+	"github.com/warrenipc/warren/internal/bridgecore"
 
 	"time"
 )

@@ -45,18 +45,18 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	if codecID == codec.IDJSON && s.opts.RejectUnknownFields {
 		cd = strictJSON{cd}
 	}
-	if int64(sc.ac.AddCalls(1)) > int64(s.opts.MaxCallsPerConn) {
-		sc.ac.AddCalls(-1)
+	if int64(sc.addCalls(1)) > int64(s.opts.MaxCallsPerConn) {
+		sc.addCalls(-1)
 		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
-		sc.ac.AddCalls(-1)
+		sc.addCalls(-1)
 		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
 	}
 	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
-		sc.ac.AddCalls(-1)
+		sc.addCalls(-1)
 		return s.limitHit(sc, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
 	}
 	s.callsTotal.Add(1)
@@ -87,7 +87,7 @@ func (s *Server) limitHit(sc *serverConn, msg string) (codec.Codec, status.Code,
 func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 	s := sc.srv
 	c := st.Owner.(*serverCall)
-	sc.ac.Touch()
+	sc.work.Started()
 	hd := (*s.handlers.Load())[string(h.Method)]
 	cd, code, msg := sc.admit(hd, h.Codec)
 	if code != status.OK {
@@ -100,6 +100,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 			}
 		}
 		st.Refuse(code, msg)
+		sc.work.Refused() // a refused call is activity too
 		return
 	}
 	c.conn, c.h, c.codec = sc, hd, cd
@@ -175,7 +176,7 @@ const inlineMax = 16 << 10
 func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
 
 func (s *Server) callDone(sc *serverConn) {
-	sc.ac.AddCalls(-1)
+	sc.addCalls(-1)
 	s.calls.Add(-1)
 }
 

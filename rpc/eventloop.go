@@ -86,7 +86,7 @@ func (k *loopCore) Go(fn func()) {
 func (k *loopCore) NewSession(c net.Conn, p *peer.Peer, adm *admit.Conn, cfg *mux.Config) eventloop.Session {
 	s := (*Server)(k)
 	sc := &serverConn{srv: s, conn: c, peer: p, adm: adm}
-	sc.ac.Touch()
+	sc.work.Started()
 	sc.ctx = peer.NewContext(s.ctx, p)
 	sc.callConfig(cfg)
 	return (*loopSession)(sc)
@@ -96,7 +96,10 @@ func (k *loopCore) NewSession(c net.Conn, p *peer.Peer, adm *admit.Conn, cfg *mu
 // in the loop's record of the connection, which outlives the session.
 type loopSession serverConn
 
-func (ls *loopSession) Calls() *admit.Conn { return &ls.ac }
+func (ls *loopSession) Work() (calls, running int32, last uint32) {
+	w := ls.work.Load()
+	return int32(w), int32(w >> 32), ls.work.Last()
+}
 
 func (ls *loopSession) Register(sess *mux.Session) (closing bool) {
 	sc := (*serverConn)(ls)

@@ -384,12 +384,20 @@ func isTemporary(err error) bool {
 
 // serverConn is one served connection.
 type serverConn struct {
-	// ac counts the connection's calls (AddCalls, AddRunning) and when it
-	// last started one (Touch). In goroutine mode it is also the
-	// connection's admission; an event-loop session's admission is in the
-	// loop's record of the connection, which outlives the session.
-	ac   admit.Conn
-	adm  *admit.Conn // the connection's admission: &ac, or the loop's
+	// ac is the connection's admission in goroutine mode; an event-loop
+	// session's admission is in the loop's record of the connection,
+	// which outlives the session.
+	ac  admit.Conn
+	adm *admit.Conn // the connection's admission: &ac, or the loop's
+	// work counts the connection's calls (addCalls: admitted and not
+	// ended, the low 32 bits) and their handlers still running
+	// (addRunning, the high 32 bits): a call stops counting in calls when
+	// its reply's end is queued, but its stream is dropped, and the
+	// credit of messages it left unread given back, only after its
+	// handler returned. The event loop hibernates a session, and a
+	// connection is shed, only when work is zero. In goroutine mode
+	// work.Conn is &ac, whose activity it keeps.
+	work admit.Work
 	lim  *admit.Limiter
 	srv  *Server
 	conn net.Conn
@@ -404,11 +412,6 @@ type serverConn struct {
 	// an upgrade that carried the token (TokenAuth): its calls need no
 	// token of their own.
 	tokenOK atomic.Bool
-	// ac's running counts the calls whose handler goroutine has not
-	// returned: a call stops counting in calls when its reply's end is
-	// queued, but its stream is dropped, and the credit of messages it
-	// left unread given back, only after that. The event loop hibernates a
-	// session, and a connection is shed, only when both are zero.
 }
 
 // peerOf returns the identity of conn's peer.
@@ -454,8 +457,9 @@ func (s *Server) ServeConn(conn net.Conn) {
 		p = peerOf(conn) // with what the handshake learned
 	}
 	sc := &serverConn{srv: s, conn: conn, peer: p, handshake: endHandshake}
-	sc.adm = &sc.ac
+	sc.adm, sc.work.Conn = &sc.ac, &sc.ac
 	sc.ac.Touch()
+	sc.work.Started()
 	sc.ctx = peer.NewContext(s.ctx, p)
 	if refuse, code := s.addConn(sc, key); refuse != "" {
 		endHandshake()

@@ -60,9 +60,23 @@ const (
 	TooManyHandshakes = "too many connections in their handshake"
 )
 
-// Busy is the activity time (Conn.SetActive) of a connection that must not
-// be shed whatever its calls: the event loop's awake connections.
-const Busy = math.MaxInt64
+// Busy is the activity stamp (Conn.SetActive) of a connection that must
+// not be shed: one with calls in progress, or the event loop's awake ones.
+const Busy = math.MaxUint32
+
+// epoch is the origin of Now's stamps.
+var epoch = time.Now()
+
+// Now returns the current activity stamp: milliseconds since the process
+// started, modulo 2^32 (it wraps every 49.7 days; idle times are computed
+// modulo that, so a connection idle for longer may look idle for less).
+func Now() uint32 {
+	t := uint32(time.Since(epoch) / time.Millisecond)
+	if t == Busy {
+		t--
+	}
+	return t
+}
 
 // Limits are a Core's bounds, resolved (no zero defaults): a bound of
 // math.MaxInt is none, a CallRate of rate.Inf no rate limit.
@@ -80,56 +94,40 @@ type Limits struct {
 // decision, on the admitting goroutine.
 type Engine struct {
 	shed func(c *Conn, id int32)
+	idx  uint16 // in Core.engines
 }
-
-// NewEngine returns an Engine whose connections are shed by shed, given
-// the Conn and its ID: send the connection a GOAWAY (status.Unavailable,
-// ShedMessage) and close it shortly after. The Conn is uncounted already;
-// the engine may reuse its memory at once, so shed reads none of its
-// fields.
-func NewEngine(shed func(c *Conn, id int32)) *Engine { return &Engine{shed: shed} }
 
 // Conn is one connection's admission. An engine keeps it by value where it
 // keeps the connection's record (its address must not change from Admit
-// to Release), and may use its call counters for the connection's calls.
+// to Release), and records its activity (Touch, SetActive) before Admit.
+// It is 32 bytes: the event loop keeps one per idle connection.
 type Conn struct {
-	lim     *Limiter
-	eng     *Engine
-	active  atomic.Int64 // last call started (unix ns), or Busy
-	calls   atomic.Int32
-	running atomic.Int32
+	lim *Limiter
 	// UID and PID are the peer's, from the kernel (-1 and 0 without
 	// credentials); Admit sets them.
 	UID, PID int32
 	// ID is the engine's name for the connection (the event loop's file
 	// descriptor), for its Engine's shed.
-	ID  int32
-	idx int32 // state: 0 not admitted, 1 admitted without uid, 2+i at byUID[uid][i], -1 shed
+	ID     int32
+	idx    int32         // state: 0 not admitted, 1 admitted without uid, 2+i at byUID[uid][i], -1 shed
+	active atomic.Uint32 // Busy, or the stamp (Now) of the last call started
+	eng    uint16        // the Engine's index in Core.engines
 }
 
 // Limiter returns the call rate limiter of c's peer (nil before Admit).
 func (c *Conn) Limiter() *Limiter { return c.lim }
 
-// AddCalls adds d to the calls counted on c, returning the new count.
-func (c *Conn) AddCalls(d int32) int32 { return c.calls.Add(d) }
+// Touch records that a call started on c now: c may be shed once it has
+// been idle for ShedIdleAfter.
+func (c *Conn) Touch() { c.active.Store(Now()) }
 
-// Calls returns the calls counted on c.
-func (c *Conn) Calls() int32 { return c.calls.Load() }
-
-// AddRunning adds d to the handlers running for c.
-func (c *Conn) AddRunning(d int32) { c.running.Add(d) }
-
-// Running returns the handlers running for c.
-func (c *Conn) Running() int32 { return c.running.Load() }
-
-// Touch records that a call started on c now.
-func (c *Conn) Touch() { c.active.Store(time.Now().UnixNano()) }
-
-// SetActive records the time (unix ns) of c's last activity, or Busy.
-func (c *Conn) SetActive(t int64) { c.active.Store(t) }
+// SetActive records c's activity: Busy while it has calls in progress (or
+// must not be shed for another reason), else the stamp (Now) of the last
+// call started on it.
+func (c *Conn) SetActive(t uint32) { c.active.Store(t) }
 
 // Active returns what Touch or SetActive recorded last.
-func (c *Conn) Active() int64 { return c.active.Load() }
+func (c *Conn) Active() uint32 { return c.active.Load() }
 
 // Limiter is the call rate limiter of one peer (a uid, or an IP address),
 // shared by its connections.
@@ -162,6 +160,7 @@ type Core struct {
 	refusing    map[string]int
 	lingering   map[net.Conn]struct{}
 	closed      bool
+	engines     []*Engine // by Engine.idx; nil: a free slot
 
 	rejected atomic.Uint64
 	shed     atomic.Uint64
@@ -179,6 +178,40 @@ func New(lim Limits, policy peer.Policy, logger func() *slog.Logger) *Core {
 		byUID:    map[int32][]*Conn{},
 		perPID:   map[int32]int{},
 		limiters: map[string]*Limiter{},
+	}
+}
+
+// NewEngine registers an engine whose connections are shed by shed, given
+// the Conn and its ID: send the connection a GOAWAY (status.Unavailable,
+// ShedMessage) and close it shortly after. The Conn is uncounted already;
+// the engine may reuse its memory at once, so shed reads none of its
+// fields. An engine that stops serving calls RemoveEngine once it has
+// released all its connections.
+func (k *Core) NewEngine(shed func(c *Conn, id int32)) *Engine {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := &Engine{shed: shed}
+	for i, x := range k.engines {
+		if x == nil {
+			e.idx = uint16(i)
+			k.engines[i] = e
+			return e
+		}
+	}
+	if len(k.engines) > math.MaxUint16 {
+		panic("admit: too many engines")
+	}
+	e.idx = uint16(len(k.engines))
+	k.engines = append(k.engines, e)
+	return e
+}
+
+// RemoveEngine frees e's slot, which a later NewEngine may take.
+func (k *Core) RemoveEngine(e *Engine) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if int(e.idx) < len(k.engines) && k.engines[e.idx] == e {
+		k.engines[e.idx] = nil
 	}
 }
 
@@ -223,12 +256,12 @@ func (k *Core) Admit(c *Conn, p *peer.Peer, eng *Engine) (string, status.Code) {
 		k.Refused(p, PeerKey(p), err.Error())
 		return err.Error(), status.PermissionDenied
 	}
-	c.UID, c.PID, c.eng = -1, 0, eng
+	c.UID, c.PID, c.eng = -1, 0, eng.idx
 	if p.HasCred {
 		c.UID, c.PID = int32(p.UID), int32(p.PID)
 	}
 	victim, eng, id, why := k.add(c, p)
-	if victim != nil {
+	if victim != nil && eng != nil {
 		eng.shed(victim, id)
 		k.sheds.Refused(PeerKey(p), func() []any {
 			return append(refusallog.PeerAttrs(p), slog.String("reason", "an idle connection of the same user or process closed to admit this one"))
@@ -265,7 +298,7 @@ func (k *Core) add(c *Conn, p *peer.Peer) (victim *Conn, eng *Engine, id int32, 
 				}
 				return nil, nil, 0, fmt.Sprintf("too many connections from pid %d of uid %d (limit %d per process)", c.PID, c.UID, k.lim.MaxConnsPerPID)
 			}
-			eng, id = victim.eng, victim.ID
+			eng, id = k.engines[victim.eng], victim.ID
 		}
 	}
 	k.conns++
@@ -332,15 +365,18 @@ func (k *Core) removeLocked(c *Conn) {
 // had no call for ShedIdleAfter, in the process with the most connections
 // and then the longest idle, and uncounts it. k.mu is held.
 func (k *Core) shedIdleLocked(uid, pid int32, onlyPID bool) *Conn {
-	cutoff := time.Now().Add(-ShedIdleAfter).UnixNano()
+	now, least := Now(), uint32(ShedIdleAfter/time.Millisecond)
 	var victim *Conn
+	var victimIdle uint32
 	for _, c := range k.byUID[uid] {
-		if onlyPID && c.PID != pid || c.calls.Load() != 0 || c.running.Load() != 0 || c.active.Load() > cutoff {
+		a := c.active.Load()
+		idle := now - a // modulo 2^32
+		if onlyPID && c.PID != pid || a == Busy || idle < least {
 			continue
 		}
 		if victim == nil || k.perPID[c.PID] > k.perPID[victim.PID] ||
-			k.perPID[c.PID] == k.perPID[victim.PID] && c.active.Load() < victim.active.Load() {
-			victim = c
+			k.perPID[c.PID] == k.perPID[victim.PID] && idle > victimIdle {
+			victim, victimIdle = c, idle
 		}
 	}
 	if victim == nil {
@@ -489,4 +525,60 @@ func (k *Core) Close() {
 	k.refusals.Close()
 	k.sheds.Close()
 	k.limits.Close()
+}
+
+// Work counts a connection's calls (the low 32 bits) and its handlers still
+// running (the high 32 bits, in units of RunningOne) in one word, and the
+// stamp (Now) of its last call. With Conn set, it keeps that Conn's
+// activity for shedding: Busy while the word is not zero, else the stamp
+// of the last call. An engine that marks its connections itself (the event
+// loop: Busy while awake) leaves Conn nil.
+type Work struct {
+	Conn *Conn
+	w    atomic.Int64
+	last atomic.Uint32
+}
+
+// RunningOne is one running handler in Work's word.
+const RunningOne = 1 << 32
+
+// Add adds d (calls, or handlers times RunningOne) and returns the new word.
+func (k *Work) Add(d int64) int64 {
+	w := k.w.Add(d)
+	k.worked(w, d)
+	return w
+}
+
+// Load returns the word.
+func (k *Work) Load() int64 { return k.w.Load() }
+
+// Started records that a call started now.
+func (k *Work) Started() { k.last.Store(Now()) }
+
+// Last returns the stamp of the last call started.
+func (k *Work) Last() uint32 { return k.last.Load() }
+
+// Refused counts a refused call as activity, as one that ran.
+func (k *Work) Refused() { k.worked(k.w.Load(), 0) }
+
+// worked tells Conn, if the word w, just changed by d, went from or to
+// zero.
+func (k *Work) worked(w, d int64) {
+	if k.Conn == nil || w != 0 && w != d {
+		return
+	}
+	for {
+		a := uint32(Busy)
+		if w == 0 {
+			a = k.last.Load()
+		}
+		k.Conn.SetActive(a)
+		// Another goroutine may have changed the word from or to zero
+		// and stored its view first: the last to store checks.
+		w2 := k.w.Load()
+		if (w2 == 0) == (w == 0) {
+			return
+		}
+		w = w2
+	}
 }

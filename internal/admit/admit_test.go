@@ -50,8 +50,8 @@ type shedLog struct {
 	shed []*admit.Conn
 }
 
-func (s *shedLog) engine() *admit.Engine {
-	return admit.NewEngine(func(c *admit.Conn, _ int32) {
+func (s *shedLog) engine(k *admit.Core) *admit.Engine {
+	return k.NewEngine(func(c *admit.Conn, _ int32) {
 		s.mu.Lock()
 		s.shed = append(s.shed, c)
 		s.mu.Unlock()
@@ -63,7 +63,7 @@ func (s *shedLog) engine() *admit.Engine {
 func TestLimits(t *testing.T) {
 	k := newCore(admit.Limits{MaxConns: 4, MaxConnsPerUID: 3, MaxConnsPerPID: 2}, nil)
 	defer k.Close()
-	eng := (&shedLog{}).engine()
+	eng := (&shedLog{}).engine(k)
 	conns := make([]admit.Conn, 5)
 	admitOK := func(c *admit.Conn, p *peer.Peer) {
 		t.Helper()
@@ -107,21 +107,21 @@ func TestLimits(t *testing.T) {
 
 // TestShed: at a limit, the connection of the user idle for longest in its
 // busiest process is shed (uncounted at once, its engine asked to end it);
-// one with calls, or busy, or active recently, is not.
+// one busy (with calls, or awake), or active recently, is not.
 func TestShed(t *testing.T) {
 	k := newCore(admit.Limits{MaxConnsPerUID: 4}, nil)
 	defer k.Close()
 	var log shedLog
-	eng := log.engine()
+	eng := log.engine(k)
 	conns := make([]admit.Conn, 5)
-	old := time.Now().Add(-2 * admit.ShedIdleAfter).UnixNano()
+	old := admit.Now() - 2*uint32(admit.ShedIdleAfter/time.Millisecond)
 	for i, pid := range []int{1, 2, 2, 3} {
 		if why, _ := k.Admit(&conns[i], unixPeer(5, pid), eng); why != "" {
 			t.Fatal(why)
 		}
-		conns[i].SetActive(old + int64(i))
+		conns[i].SetActive(old + uint32(i))
 	}
-	conns[1].AddCalls(1)           // a call in progress
+	conns[1].SetActive(admit.Busy) // a call in progress
 	conns[3].SetActive(admit.Busy) // an engine's awake connection
 	if why, _ := k.Admit(&conns[4], unixPeer(5, 4), eng); why != "" {
 		t.Fatalf("not admitted by shedding: %s", why)
@@ -155,7 +155,7 @@ func TestPolicyAndDrain(t *testing.T) {
 	})
 	k := newCore(admit.Limits{}, deny)
 	defer k.Close()
-	eng := (&shedLog{}).engine()
+	eng := (&shedLog{}).engine(k)
 	var c admit.Conn
 	if why, code := k.Admit(&c, unixPeer(6, 1), eng); code != status.PermissionDenied || !strings.Contains(why, "not you") {
 		t.Fatalf("%q %v", why, code)
@@ -174,7 +174,7 @@ func TestPolicyAndDrain(t *testing.T) {
 func TestRateLimiterShared(t *testing.T) {
 	k := newCore(admit.Limits{CallRate: 1, CallBurst: 2}, nil)
 	defer k.Close()
-	eng := (&shedLog{}).engine()
+	eng := (&shedLog{}).engine(k)
 	var a, b, c admit.Conn
 	k.Admit(&a, tcpPeer("10.0.0.1"), eng)
 	k.Admit(&b, tcpPeer("10.0.0.1"), eng)
@@ -236,4 +236,34 @@ func TestRefuse(t *testing.T) {
 		t.Fatalf("after Close: %v, want EOF", err)
 	}
 	time.Sleep(admit.RefuseLinger + 50*time.Millisecond) // the linger timer finds it closed
+}
+
+// TestEngines: a connection is shed by the engine that admitted it, also
+// once another engine took a removed one's slot.
+func TestEngines(t *testing.T) {
+	k := newCore(admit.Limits{MaxConnsPerUID: 1}, nil)
+	defer k.Close()
+	var logA, logB, logC shedLog
+	a := logA.engine(k)
+	b := logB.engine(k)
+	var ca, cb admit.Conn
+	old := admit.Now() - 2*uint32(admit.ShedIdleAfter/time.Millisecond)
+	ca.SetActive(old)
+	if why, _ := k.Admit(&ca, unixPeer(1, 1), a); why != "" {
+		t.Fatal(why)
+	}
+	k.Release(&ca)
+	k.RemoveEngine(a)
+	c := logC.engine(k) // a's slot
+	cb.SetActive(old)
+	if why, _ := k.Admit(&cb, unixPeer(1, 1), b); why != "" {
+		t.Fatal(why)
+	}
+	var cc admit.Conn
+	if why, _ := k.Admit(&cc, unixPeer(1, 2), c); why != "" {
+		t.Fatalf("not admitted by shedding: %s", why)
+	}
+	if len(logA.shed) != 0 || len(logC.shed) != 0 || len(logB.shed) != 1 || logB.shed[0] != &cb {
+		t.Fatalf("shed by a %v, b %v, c %v; want only cb by b", logA.shed, logB.shed, logC.shed)
+	}
 }

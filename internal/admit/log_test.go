@@ -48,13 +48,13 @@ func TestLogRecords(t *testing.T) {
 	k := admit.New(admit.Limits{MaxConns: math.MaxInt, MaxConnsPerUID: 1, MaxConnsPerPID: math.MaxInt, CallRate: float64(rate.Inf), CallBurst: 1},
 		deny, func() *slog.Logger { return logger })
 	defer k.Close()
-	eng := (&shedLog{}).engine()
+	eng := (&shedLog{}).engine(k)
 
 	var refused, first, second admit.Conn
 	k.Admit(&refused, unixPeer(6, 60), eng)
 	k.Admit(&refused, unixPeer(6, 61), eng) // counted into a summary
 	k.Admit(&first, unixPeer(7, 70), eng)
-	first.SetActive(time.Now().Add(-time.Hour).UnixNano())
+	first.SetActive(admit.Now() - 2*uint32(admit.ShedIdleAfter/time.Millisecond))
 	k.Admit(&second, unixPeer(7, 71), eng) // sheds first
 	k.CallRefused(&peer.Peer{Network: "tcp", RemoteAddr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5}}, "call rate limit exceeded")
 	k.Drain()

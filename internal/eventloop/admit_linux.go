@@ -53,12 +53,11 @@ func (l *evLoop) accept() {
 // GOAWAY saying why, as in the goroutine mode.
 func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	rec := l.table.get(fd)
-	*rec = loopConn{fd: int32(fd), gid: -1, state: stHandshake}
-	rec.adm.UID = -1
+	*rec = loopConn{state: stHandshake}
+	rec.adm.ID, rec.adm.UID = int32(fd), -1
 	if l.ls.unix {
 		if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			rec.adm.UID, rec.gid, rec.adm.PID = int32(cred.Uid), int32(cred.Gid), cred.Pid
-			rec.flags |= flCred
+			rec.setCred(int32(cred.Uid), int32(cred.Gid), cred.Pid)
 		}
 	} else {
 		switch a := sa.(type) {
@@ -96,7 +95,7 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 // and registers it with the poller. It reports whether the connection is
 // still open.
 func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	if !l.adm.StartHandshake(l.peerKey(rec), p) {
 		l.table.free(fd)
 		unix.Close(fd)
@@ -109,7 +108,6 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	if rec.flags&flWS != 0 {
 		l.connOf(rec, p)
 	}
-	rec.adm.ID = int32(fd)
 	rec.adm.SetActive(admit.Busy) // awake: not shed
 	a.refuse, a.code = l.adm.Admit(&rec.adm, p, l.eng)
 	if err := l.p.Add(fd, evloop.In|evloop.RdHup); err != nil {
@@ -122,7 +120,7 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 // peerOf returns the identity of rec's peer; sa is its address, or nil to
 // ask the kernel.
 func (l *evLoop) peerOf(rec *loopConn, sa unix.Sockaddr) *peer.Peer {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	p := &peer.Peer{Network: l.ls.netw}
 	if l.ls.unix {
 		p.LocalAddr = l.ls.local
@@ -135,7 +133,7 @@ func (l *evLoop) peerOf(rec *loopConn, sa unix.Sockaddr) *peer.Peer {
 		}
 		p.RemoteAddr = &net.UnixAddr{Name: name, Net: "unix"}
 		if rec.flags&flCred != 0 {
-			p.HasCred, p.UID, p.GID, p.PID = true, int(rec.adm.UID), int(rec.gid), int(rec.adm.PID)
+			p.HasCred, p.UID, p.GID, p.PID = true, int(rec.adm.UID), int(rec.gid()), int(rec.adm.PID)
 		}
 		return p
 	}

@@ -67,10 +67,11 @@ type Core interface {
 
 // Session is the server's side of an active connection's session.
 type Session interface {
-	// Calls returns the counts of the session's calls (admit.Conn's
-	// Calls, Running and Active): the loop hibernates a session only
-	// when it has none.
-	Calls() *admit.Conn
+	// Work returns the session's calls (admitted and not ended), their
+	// handlers still running, and the stamp (admit.Now) of its last call:
+	// the loop hibernates a session only when it has no calls and no
+	// handlers running.
+	Work() (calls, running int32, last uint32)
 	// Register makes sess, the session of an admitted connection, one of
 	// the server's (Stats, Shutdown and Close see it), and reports
 	// whether the server is closing.

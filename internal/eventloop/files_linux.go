@@ -78,7 +78,7 @@ func (l *evLoop) filesConfig(rec *loopConn, cfg *mux.Config) {
 func (l *evLoop) readSock(rec *loopConn, b []byte) (int, error) {
 	f := &l.files
 	if f.per == 0 {
-		return syscall.Read(int(rec.fd), b)
+		return syscall.Read(rec.fd(), b)
 	}
 	f.iov.Base = unsafe.SliceData(b)
 	f.iov.SetLen(len(b))
@@ -88,7 +88,7 @@ func (l *evLoop) readSock(rec *loopConn, b []byte) (int, error) {
 	for {
 		f.msg.Control, f.msg.Controllen = &f.oob[0], uint64(len(f.oob))
 		f.msg.Flags = 0
-		n, _, e := syscall.Syscall(unix.SYS_RECVMSG, uintptr(rec.fd), uintptr(unsafe.Pointer(&f.msg)), unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		n, _, e := syscall.Syscall(unix.SYS_RECVMSG, uintptr(rec.fd()), uintptr(unsafe.Pointer(&f.msg)), unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		switch e {
 		case 0:
 		case unix.EINTR:

@@ -181,7 +181,7 @@ func (l *evLoop) handshake(rec *loopConn, data []byte) (int, bool) {
 	if c := rec.act.conn; c != nil && c.fr != nil {
 		k, err = c.Write(preface)
 	} else {
-		k, err = syscall.Write(int(rec.fd), preface)
+		k, err = syscall.Write(rec.fd(), preface)
 	}
 	if err != nil || k != len(preface) {
 		l.finalize(rec, fmt.Errorf("warren: sending preface: %v", err))

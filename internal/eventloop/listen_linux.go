@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/transport"
@@ -120,7 +119,7 @@ func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 		lost:        make(chan struct{}),
 		done:        make(chan error, 1),
 	}
-	lp.eng = admit.NewEngine(lp.shedConn)
+	lp.eng = lp.adm.NewEngine(lp.shedConn)
 	lp.initFiles()
 	opts.Counters.Loops.Add(1)
 	Started.Add(1)

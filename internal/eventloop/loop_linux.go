@@ -61,13 +61,14 @@ const (
 
 // Record flags.
 const (
-	flFresh uint8 = 1 << iota // no session yet: NewFed starts from the peer's settings
-	flCred                    // uid, gid and pid were read from the kernel
-	flIPv4                    // ip holds an IPv4 address (in its first 4 bytes)
-	flWS                      // a WebSocket connection: warren bytes travel in binary messages
-	flWSMsg                   // WebSocket, hibernating within a fragmented message
-	flWSUp                    // WebSocket, in the opening handshake (the loop reads the request)
-	flHS                      // counted among its peer's connections in their handshake
+	flFresh  uint8 = 1 << iota // no session yet: NewFed starts from the peer's settings
+	flCred                     // uid, gid and pid were read from the kernel
+	flIPv4                     // ip holds an IPv4 address (in its first 4 bytes)
+	flWS                       // a WebSocket connection: warren bytes travel in binary messages
+	flWSMsg                    // WebSocket, hibernating within a fragmented message
+	flWSUp                     // WebSocket, in the opening handshake (the loop reads the request)
+	flHS                       // counted among its peer's connections in their handshake
+	flGoAway                   // fed.goAwayLast holds the last stream id of a GOAWAY sent
 )
 
 // evLoop is one event loop.
@@ -160,6 +161,7 @@ func (l *evLoop) own(resumed bool) {
 	close(l.stop)
 	l.endAdoptions()
 	l.closeAll()
+	l.adm.RemoveEngine(l.eng) // its connections are released
 	if l.lfd >= 0 {
 		unix.Close(l.lfd)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
@@ -112,12 +113,11 @@ func (k *echoCore) numRegistered() int {
 }
 
 type echoSession struct {
-	k     *echoCore
-	adm   *admit.Conn
-	calls admit.Conn
+	k   *echoCore
+	adm *admit.Conn
 }
 
-func (se *echoSession) Calls() *admit.Conn { return &se.calls }
+func (se *echoSession) Work() (calls, running int32, last uint32) { return 0, 0, admit.Now() }
 
 func (se *echoSession) Register(*mux.Session) bool {
 	se.k.mu.Lock()
@@ -235,6 +235,28 @@ func TestServeRefusesOtherListeners(t *testing.T) {
 	}
 }
 
+// TestRecordSize: an idle connection's record, most of the memory it
+// holds, stays at most 104 bytes, and what it packs reads back.
+func TestRecordSize(t *testing.T) {
+	if n := unsafe.Sizeof(loopConn{}); n > 104 {
+		t.Fatalf("loopConn is %d bytes, want at most 104", n)
+	}
+	var rec loopConn
+	rec.setCred(1000, -1, 42)
+	if rec.adm.UID != 1000 || rec.gid() != -1 || rec.adm.PID != 42 || rec.flags&flCred == 0 {
+		t.Fatalf("credentials read back as uid %d gid %d pid %d", rec.adm.UID, rec.gid(), rec.adm.PID)
+	}
+	for _, st := range []mux.FedState{
+		{LastPeerID: 7, GoAwayLast: 5, GoAwaySent: true, ConnSendWin: 1 << 40, ConnRecvWin: -3, ConnUnacked: 9},
+		{LastPeerID: 9, ConnSendWin: 1, ConnRecvWin: 2, ConnUnacked: 3},
+	} {
+		rec.keepFed(st)
+		if got := rec.fedState(); got != st {
+			t.Fatalf("fed state %+v read back as %+v", st, got)
+		}
+	}
+}
+
 // TestConnTable: records keep their place while in use, pages come and go
 // with their records.
 func TestConnTable(t *testing.T) {
@@ -243,7 +265,7 @@ func TestConnTable(t *testing.T) {
 	recs := map[int]*loopConn{}
 	for _, fd := range fds {
 		rec := tb.get(fd)
-		rec.fd, rec.state = int32(fd), stOpen
+		rec.adm.ID, rec.state = int32(fd), stOpen
 		recs[fd] = rec
 	}
 	for _, fd := range fds {

@@ -43,9 +43,10 @@ func (l *evLoop) activate(rec *loopConn) bool {
 		refuse := a.refuse
 		cfg.OnStream = func(st *mux.Stream, _ *wire.CallHeader) { st.Refuse(status.ResourceExhausted, refuse) }
 	}
-	st := &rec.fed
-	if rec.flags&flFresh != 0 {
-		st = nil
+	var st *mux.FedState
+	if rec.flags&flFresh == 0 {
+		fs := rec.fedState()
+		st = &fs
 	}
 	sess, err := mux.NewFed(c, &cfg, *rec.set, st)
 	if err != nil {
@@ -74,16 +75,17 @@ func (l *evLoop) hibernate(rec *loopConn) {
 		return
 	}
 	if a.sess != nil {
-		if calls := a.se.Calls(); calls.Calls() != 0 || calls.Running() != 0 {
-			return // (calls first: a call counts in running before it leaves calls)
+		calls, running, last := a.se.Work()
+		if calls != 0 || running != 0 {
+			return
 		}
 		st, ok := a.sess.Hibernate()
 		if !ok {
 			return
 		}
 		a.conn.retire()
-		rec.fed = st
-		rec.adm.SetActive(a.se.Calls().Active()) // the last call: shed after ShedIdleAfter
+		rec.keepFed(st)
+		rec.adm.SetActive(last) // the last call: shed after ShedIdleAfter
 		a.se.Unregister()
 		l.opts.Counters.Hibernations.Add(1)
 	}
@@ -109,13 +111,17 @@ func (l *evLoop) quiet(rec *loopConn) bool {
 	if l.partial(a) || a.conn != nil && a.conn.controlPending() {
 		return false
 	}
-	return a.sess == nil || a.se.Calls().Calls() == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
+	if a.sess == nil {
+		return true
+	}
+	calls, _, _ := a.se.Work()
+	return calls == 0 && a.sess.NumStreams() == 0 && a.sess.WriteBacklog() == 0
 }
 
 // finalize closes rec's connection: its session ends with err, its
 // admission is released and its descriptor closed.
 func (l *evLoop) finalize(rec *loopConn, err error) {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	if a := rec.act; a != nil {
 		if a.sess != nil {
 			if err == mux.ErrClosed {
@@ -147,7 +153,7 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 // goroutine mode (Core.ServeConn, which serves it on the HTTP bridge), with
 // the bytes read so far.
 func (l *evLoop) handoff(rec *loopConn, data []byte) {
-	fd := int(rec.fd)
+	fd := rec.fd()
 	l.p.Del(fd)
 	p := l.peerOf(rec, nil)
 	prefix := bytes.Clone(data)

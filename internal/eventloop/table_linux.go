@@ -4,6 +4,7 @@ package eventloop
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net"
 	"time"
 
@@ -23,20 +24,56 @@ import (
 type loopConn struct {
 	act *activeConn    // non-nil while the connection is active
 	set *wire.Settings // the peer's settings (interned); nil before the preface
-	fed mux.FedState   // the session's state while it hibernates
-	// adm is the connection's admission (uid and pid included), counted
-	// from open to finalize or handoff. Its active time is admit.Busy
-	// while the connection is active, so that only hibernating ones are
-	// shed.
+	fed fedState       // the session's state while it hibernates
+	// adm is the connection's admission (uid, pid and, as its ID, the
+	// file descriptor), counted from open to finalize or handoff. Its
+	// activity is admit.Busy while the connection is active, so that only
+	// hibernating ones are shed.
 	adm   admit.Conn
-	fd    int32
-	gid   int32
 	last  uint32 // loop clock (ms) when the last byte arrived
 	port  uint16 // tcp
 	state uint8
 	flags uint8
-	ip    [16]byte // tcp
+	// ip is the peer's IP address (tcp); with flCred, its first 4 bytes
+	// are the peer's gid instead (unix).
+	ip [16]byte
 }
+
+// fedState is mux.FedState without its padding: GoAwaySent is flGoAway.
+type fedState struct {
+	lastPeerID, goAwayLast uint32
+	sendWin, recvWin       int64
+	unacked                int64
+}
+
+func (rec *loopConn) fedState() mux.FedState {
+	f := &rec.fed
+	return mux.FedState{
+		LastPeerID: f.lastPeerID, GoAwayLast: f.goAwayLast, GoAwaySent: rec.flags&flGoAway != 0,
+		ConnSendWin: f.sendWin, ConnRecvWin: f.recvWin, ConnUnacked: f.unacked,
+	}
+}
+
+func (rec *loopConn) keepFed(st mux.FedState) {
+	rec.fed = fedState{st.LastPeerID, st.GoAwayLast, st.ConnSendWin, st.ConnRecvWin, st.ConnUnacked}
+	rec.flags &^= flGoAway
+	if st.GoAwaySent {
+		rec.flags |= flGoAway
+	}
+}
+
+// fd returns the connection's file descriptor.
+func (rec *loopConn) fd() int { return int(rec.adm.ID) }
+
+// setCred records the peer's credentials, read from the kernel.
+func (rec *loopConn) setCred(uid, gid, pid int32) {
+	rec.adm.UID, rec.adm.PID = uid, pid
+	binary.NativeEndian.PutUint32(rec.ip[:4], uint32(gid))
+	rec.flags |= flCred
+}
+
+// gid returns the peer's gid (with flCred).
+func (rec *loopConn) gid() int32 { return int32(binary.NativeEndian.Uint32(rec.ip[:4])) }
 
 // activeConn is what an active connection has besides its record.
 type activeConn struct {

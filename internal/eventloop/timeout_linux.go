@@ -106,9 +106,9 @@ func (l *evLoop) goAway(rec *loopConn, code status.Code, msg string) {
 	if rec.state != stOpen {
 		return
 	}
-	last := rec.fed.LastPeerID
-	if rec.fed.GoAwaySent {
-		last = min(last, rec.fed.GoAwayLast)
+	last := rec.fed.lastPeerID
+	if rec.flags&flGoAway != 0 {
+		last = min(last, rec.fed.goAwayLast)
 	}
 	var pbuf, buf [128]byte
 	b := wire.AppendFrame(buf[:0], 0, wire.TypeGoAway, 0, wire.AppendGoAway(pbuf[:0], last, uint32(code), msg))
@@ -118,7 +118,7 @@ func (l *evLoop) goAway(rec *loopConn, code status.Code, msg string) {
 		f = append(f, b...)
 		b = wsframe.AppendClose(f, wsframe.CloseNormal)
 	}
-	syscall.Write(int(rec.fd), b)
+	syscall.Write(rec.fd(), b)
 }
 
 // beginClosing runs once the server begins closing (Shutdown or Close):

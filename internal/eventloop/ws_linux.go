@@ -78,7 +78,7 @@ func (l *evLoop) connOf(rec *loopConn, p *peer.Peer) *fedConn {
 	if a.conn != nil && !a.conn.isClosed() {
 		return a.conn
 	}
-	c := &fedConn{l: l, fd: int(rec.fd), local: p.LocalAddr, remote: p.RemoteAddr}
+	c := &fedConn{l: l, fd: rec.fd(), local: p.LocalAddr, remote: p.RemoteAddr}
 	if rec.flags&flWS != 0 {
 		if a.ws == nil {
 			a.ws = &wsConn{fr: wsframe.NewDecoder(rec.flags&flWSMsg != 0)}
@@ -108,7 +108,7 @@ type adoption struct {
 // ServeConn admits a connection after its handshake.
 func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
 	if !l.adm.StartHandshake(l.peerKey(rec), p) {
-		fd := int(rec.fd)
+		fd := rec.fd()
 		l.table.free(fd)
 		unix.Close(fd)
 		return
@@ -116,7 +116,7 @@ func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
 	rec.flags |= flWS | flWSUp | flHS
 	l.nconns++
 	l.addActive(rec, &activeConn{since: l.now, lastIO: l.now})
-	if err := l.p.Add(int(rec.fd), evloop.In|evloop.RdHup); err != nil {
+	if err := l.p.Add(rec.fd(), evloop.In|evloop.RdHup); err != nil {
 		l.finalize(rec, err)
 	}
 }
@@ -139,7 +139,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 		pool.Put(a.pend)
 		a.pend = nb
 	}
-	n, err := syscall.Read(int(rec.fd), a.pend.B[a.plen:min(len(a.pend.B), wsMaxRequest)])
+	n, err := syscall.Read(rec.fd(), a.pend.B[a.plen:min(len(a.pend.B), wsMaxRequest)])
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
 		return
@@ -163,7 +163,7 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 // buffer, with the listener's own checks, and serves the connection on
 // success.
 func (l *evLoop) upgrade(rec *loopConn) {
-	a, fd := rec.act, int(rec.fd)
+	a, fd := rec.act, rec.fd()
 	p := l.peerOf(rec, nil)
 	c := &upgradeConn{fd: fd, in: a.pend.B[:a.plen], local: p.LocalAddr, remote: p.RemoteAddr}
 	data, err := transportinternal.WSHandshake(l.ctx, l.ls.tl, c)
@@ -288,13 +288,11 @@ func (l *evLoop) endAdoptions() {
 func (l *evLoop) adopt(ad adoption) {
 	fd, p := ad.fd, ad.p
 	rec := l.table.get(fd)
-	*rec = loopConn{fd: int32(fd), gid: -1, state: stHandshake, flags: flWS}
-	rec.adm.UID = -1
+	*rec = loopConn{state: stHandshake, flags: flWS}
+	rec.adm.ID, rec.adm.UID = int32(fd), -1
 	if p.HasCred {
-		rec.adm.UID, rec.gid, rec.adm.PID = int32(p.UID), int32(p.GID), int32(p.PID)
-		rec.flags |= flCred
-	}
-	if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
+		rec.setCred(int32(p.UID), int32(p.GID), int32(p.PID))
+	} else if ta, ok := p.RemoteAddr.(*net.TCPAddr); ok {
 		if ip4 := ta.IP.To4(); ip4 != nil {
 			copy(rec.ip[:], ip4)
 			rec.flags |= flIPv4
@@ -319,7 +317,7 @@ func (l *evLoop) readWS(rec *loopConn, in []byte) int {
 		l.readUpgrade(rec)
 		return 0
 	}
-	fd := int(rec.fd)
+	fd := rec.fd()
 	a := rec.act
 	buf := l.rbuf
 	k := 0
@@ -436,7 +434,7 @@ func (l *evLoop) wsEnd(rec *loopConn, a *activeConn, err error) {
 		l.finalize(rec, err)
 		return
 	}
-	unix.Shutdown(int(rec.fd), unix.SHUT_WR)
+	unix.Shutdown(rec.fd(), unix.SHUT_WR)
 	a.ws.drain, a.ws.err = true, err
 	a.closeAt = l.now.Add(wsDrainTimeout)
 	if a.conn != nil {
