@@ -54,7 +54,8 @@ func TestEventLoopFilesHostileConn(t *testing.T) {
 	onLoop(t, func() { testFilesHostileConn(t, true) })
 }
 
-func TestEventLoopFilesHeldBound(t *testing.T) { onLoop(t, func() { testFilesHeldBound(t, true) }) }
+func TestEventLoopFilesHeldBound(t *testing.T)   { onLoop(t, func() { testFilesHeldBound(t, true) }) }
+func TestEventLoopSharedPeerLeaves(t *testing.T) { onLoop(t, func() { testSharedPeerLeaves(t, true) }) }
 
 // TestEventLoopFilesTruncated: a read whose control message does not fit
 // the loop's buffer (MSG_CTRUNC: more descriptors in one sendmsg than 4 x
