@@ -7,8 +7,8 @@ import (
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
-	"github.com/warrenipc/warren/wire"
 )
 
 // Admission: every engine admits its connections through the server's
@@ -28,16 +28,21 @@ func (s *Server) initAdmission() {
 	s.goEng = s.adm.NewEngine(s.shedConn)
 }
 
-// refuseConn answers a connection the policy or a limit refused without
-// reading a byte from it: the server's preface and a GOAWAY carrying the
-// reason with code (PermissionDenied for the policy, Unavailable during a
-// drain, ResourceExhausted for a limit), which admit.Core.Refuse delivers
-// and then closes the connection. A warren client reports the reason; any
-// other client sees the connection close.
-func (s *Server) refuseConn(conn net.Conn, key, reason string, code status.Code) {
-	b := wire.AppendPreface(make([]byte, 0, 128+len(reason)), s.opts.Settings.WithDefaults())
-	b = wire.AppendFrame(b, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(code), reason))
-	s.adm.Refuse(conn, key, b)
+// refuseAtAccept refuses, on the accepting goroutine and as ServeConn
+// would, a plain unix or TCP connection whose peer p the policy refuses: a
+// peer refused in a loop then holds no goroutine, and no descriptor past
+// the caps of admit.Core.Refuse.
+func (s *Server) refuseAtAccept(conn net.Conn, p *peer.Peer) bool {
+	if p.Network != "unix" && p.Network != "tcp" || p.TLS != nil {
+		return false
+	}
+	if err := s.adm.Authorize(p); err != nil {
+		key := admit.PeerKey(p)
+		s.adm.Refused(p, key, err.Error())
+		s.adm.Refuse(conn, key, s.opts.Settings, err.Error(), status.PermissionDenied)
+		return true
+	}
+	return false
 }
 
 // shedConn sheds c, a connection served by a goroutine that the admission

@@ -54,7 +54,8 @@ func TestEventLoopFilesHostileConn(t *testing.T) {
 	onLoop(t, func() { testFilesHostileConn(t, true) })
 }
 
-func TestEventLoopFilesHeldBound(t *testing.T) { onLoop(t, func() { testFilesHeldBound(t, true) }) }
+func TestEventLoopFilesHeldBound(t *testing.T)   { onLoop(t, func() { testFilesHeldBound(t, true) }) }
+func TestEventLoopSharedPeerLeaves(t *testing.T) { onLoop(t, func() { testSharedPeerLeaves(t, true) }) }
 
 // TestEventLoopFilesTruncated: a read whose control message does not fit
 // the loop's buffer (MSG_CTRUNC: more descriptors in one sendmsg than 4 x
@@ -86,10 +87,11 @@ func TestEventLoopFilesTruncated(t *testing.T) {
 
 // loopFDs is how many more descriptors than in goroutine mode the given
 // number of servers keep open while they run, if they run event loops
-// (the loop's own descriptor of the listening socket, and its poller's).
+// (the loop's own descriptor of the listening socket, its poller's, and
+// its reserve descriptor for accepting under EMFILE).
 func loopFDs(loop bool, servers int) int {
 	if loop {
-		return 2 * servers
+		return 3 * servers
 	}
 	return 0
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/eventloop"
@@ -318,7 +319,8 @@ func (s *Server) Stats() ServerStats {
 
 // Serve accepts connections on l and serves each on its own goroutine until
 // Shutdown or Close, then returns ErrServerClosed. Temporary accept errors
-// back off from 5 ms to 1 s.
+// back off from 5 ms to 1 s, logged at most once per 5 s; out of
+// descriptors, a reserve one closes pending connections (internal/acceptshed).
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -344,6 +346,8 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 	}
+	shed := acceptshed.New()
+	defer shed.Close()
 	var backoff time.Duration
 	for {
 		conn, err := l.Accept()
@@ -353,10 +357,14 @@ func (s *Server) Serve(l net.Listener) error {
 				return ErrServerClosed
 			default:
 			}
+			if acceptshed.OutOfDescriptors(err) && shed.ShedListener(l) {
+				shed.Log(s.logger, err, 0) // a pending connection was closed
+				continue
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) || isTemporary(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.logger.Warn("warren: accept error; retrying", "err", err, "delay", backoff)
+				shed.Log(s.logger, err, backoff)
 				select {
 				case <-time.After(backoff):
 				case <-s.closed:
@@ -367,11 +375,14 @@ func (s *Server) Serve(l net.Listener) error {
 			return fmt.Errorf("warren: accept: %w", err)
 		}
 		backoff = 0
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.ServeConn(conn)
-		}()
+		conn = rawio.Wrap(conn)
+		if p := peerOf(conn); !s.refuseAtAccept(conn, p) {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serveConn(conn, p)
+			}()
+		}
 	}
 }
 
@@ -431,12 +442,16 @@ func peerOf(conn net.Conn) *peer.Peer {
 // the connections of transport.Listen do.
 //
 // The server's policy and connection limits are applied before any byte is
-// read; a refused peer gets the reason (see refuseConn) and its connection
+// read; a refused peer gets the reason (admit.Core.Refuse) and its connection
 // is closed at once. A peer may hold at most maxHandshakesPerPeer
 // connections that have not completed their handshake.
 func (s *Server) ServeConn(conn net.Conn) {
 	conn = rawio.Wrap(conn)
-	p := peerOf(conn)
+	s.serveConn(conn, peerOf(conn))
+}
+
+// serveConn is ServeConn for conn, wrapped by rawio, whose peer is p.
+func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	key := admit.PeerKey(p)
 	if !s.adm.StartHandshake(key, p) {
 		conn.Close()
@@ -463,7 +478,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 	sc.ctx = peer.NewContext(s.ctx, p)
 	if refuse, code := s.addConn(sc, key); refuse != "" {
 		endHandshake()
-		s.refuseConn(conn, key, refuse, code)
+		s.adm.Refuse(conn, key, s.opts.Settings, refuse, code)
 		return
 	}
 	if s.serveSession(sc, conn, "", !s.opts.NoHTTP) {

@@ -350,3 +350,40 @@ func TestSharedHostileReply(t *testing.T) {
 	}
 	checkNoLeak(t, fds, maps, 0)
 }
+
+// TestSharedPeerLeaves: peers that send a sealed memfd request and close
+// the connection at once leave nothing open or mapped in the server.
+func TestSharedPeerLeaves(t *testing.T) { testSharedPeerLeaves(t, false) }
+
+func testSharedPeerLeaves(t *testing.T, loop bool) {
+	c := sharedPair(t,
+		ServerOptions{EventLoop: loop, Settings: filesSettings(), SharedThreshold: 64 << 10, MaxConnsPerPID: 4096, MaxConnsPerUID: 4096},
+		ClientOptions{Settings: filesSettings(), SharedThreshold: 64 << 10})
+	ctx := context.Background()
+	var out []byte
+	in := []byte{1}
+	if err := c.Invoke(ctx, "T.Sum", &in, &out); err != nil {
+		t.Fatal(err)
+	}
+	fds, maps := countFDs(t), countMemfdMaps(t)
+	const peers, n = 1000, 64 << 10
+	msg := make([]byte, n)
+	for i := range peers {
+		r := dialRawFiles(t, c)
+		fd, err := shm.NewSealed(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		method := "T.Sum"
+		if i%2 == 1 {
+			method = "T.Block" // held by a handler when the peer goes
+		}
+		r.callMethod(method, sharedBlock(n), []int{fd}, wire.FlagFiles)
+		unix.Close(fd)
+		r.uc.Close()
+	}
+	checkNoLeak(t, fds, maps, 0)
+	if err := c.Invoke(ctx, "T.Sum", &in, &out); err != nil { // the server survived
+		t.Fatal(err)
+	}
+}

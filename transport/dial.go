@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -84,8 +86,7 @@ func Dial(ctx context.Context, addr string, cfg *DialConfig) (*Conn, error) {
 		}
 	}
 
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, a.Network(), a.Address)
+	raw, err := dialSocket(ctx, a)
 	if err != nil {
 		return fail(err)
 	}
@@ -196,4 +197,35 @@ func idString(what string, id int) string {
 		return "any " + what
 	}
 	return fmt.Sprintf("%s %d", what, id)
+}
+
+// fullQueueWait bounds the retries of dialSocket when ctx has no deadline.
+const fullQueueWait = 5 * time.Second
+
+// dialSocket connects to a's socket. A unix socket whose queue of
+// connections to accept is full refuses a connect at once (EAGAIN) where
+// a blocking connect would wait for room: the connect is retried, backing
+// off from 1 ms to 50 ms, until ctx ends or for fullQueueWait.
+func dialSocket(ctx context.Context, a Addr) (net.Conn, error) {
+	var d net.Dialer
+	var give time.Time
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
+		raw, err := d.DialContext(ctx, a.Network(), a.Address)
+		if err == nil || a.Network() != "unix" || !errors.Is(err, syscall.EAGAIN) {
+			return raw, err
+		}
+		if give.IsZero() {
+			give = time.Now().Add(fullQueueWait)
+		}
+		if time.Now().Add(backoff).After(give) {
+			return nil, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/warrenipc/warren/internal/refusallog"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
 )
 
 // Bounds on what peers that are not (yet) served can hold. They are per
@@ -471,12 +472,16 @@ func (k *Core) EndHandshake(key string) {
 }
 
 // Refuse delivers a refusal without reading a byte from conn: it writes
-// msg (the server's preface and a GOAWAY with the reason) in one write
-// that does not wait for room, shuts the write side and closes conn after
-// RefuseLinger, so that a client can read the reason. Past the caps on
-// refused connections open (per peer key and in all) it closes conn right
-// after the write.
-func (k *Core) Refuse(conn net.Conn, key string, msg []byte) {
+// the server's preface (settings st) and a GOAWAY with code and reason
+// (PermissionDenied for the policy, Unavailable during a drain,
+// ResourceExhausted for a limit) in one write that does not wait for room,
+// shuts the write side and closes conn after RefuseLinger, so that a
+// warren client can read the reason; any other client sees the connection
+// close. Past the caps on refused connections open (per peer key and in
+// all) it closes conn right after the write.
+func (k *Core) Refuse(conn net.Conn, key string, st wire.Settings, reason string, code status.Code) {
+	msg := wire.AppendPreface(make([]byte, 0, 128+len(reason)), st.WithDefaults())
+	msg = wire.AppendFrame(msg, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(code), reason))
 	k.mu.Lock()
 	ok := !k.closed && k.refusing[key] < maxRefusingPerPeer && len(k.lingering) < maxRefusing
 	if ok {

@@ -1,6 +1,7 @@
 package admit_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
 )
 
 func newCore(lim admit.Limits, policy peer.Policy) *admit.Core {
@@ -218,16 +220,19 @@ func TestHandshakeCap(t *testing.T) {
 	}
 }
 
-// TestRefuse: a refused connection gets the message, its write side shut,
-// and is closed after RefuseLinger, or at once by Close.
+// TestRefuse: a refused connection gets the server's preface and a GOAWAY
+// with the reason, its write side shut, and is closed after RefuseLinger,
+// or at once by Close.
 func TestRefuse(t *testing.T) {
 	k := newCore(admit.Limits{}, nil)
 	a, b := net.Pipe()
 	defer b.Close()
-	go k.Refuse(a, "ip 10.0.0.5", []byte("why"))
-	buf := make([]byte, 3)
-	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "why" {
-		t.Fatalf("read %q, %v", buf, err)
+	go k.Refuse(a, "ip 10.0.0.5", wire.Settings{}, "why", status.PermissionDenied)
+	want := wire.AppendPreface(nil, wire.Settings{}.WithDefaults())
+	want = wire.AppendFrame(want, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(status.PermissionDenied), "why"))
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(b, buf); err != nil || !bytes.Equal(buf, want) {
+		t.Fatalf("read %q, %v; want %q", buf, err, want)
 	}
 	time.Sleep(10 * time.Millisecond)
 	k.Close()

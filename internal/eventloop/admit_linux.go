@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/mux"
@@ -32,10 +33,16 @@ func (l *evLoop) accept() {
 			case unix.EINTR, unix.ECONNABORTED, unix.EPROTO:
 				continue
 			}
+			if acceptshed.OutOfDescriptors(err) && l.reserve.Shed(func() { acceptshed.AcceptClose(l.lfd) }) {
+				// A pending connection was taken with the reserve
+				// descriptor and closed: the backlog drains.
+				l.reserve.Log(l.core.Logger(), os.NewSyscallError("accept4", err), 0)
+				continue
+			}
 			// Out of descriptors or memory. The socket stays readable, so
 			// leave it out of the poller for a while rather than spin.
 			l.acceptBackoff = min(max(2*l.acceptBackoff, 5*time.Millisecond), time.Second)
-			l.core.Logger().Warn("warren: accept error; retrying", "err", os.NewSyscallError("accept4", err), "delay", l.acceptBackoff)
+			l.reserve.Log(l.core.Logger(), os.NewSyscallError("accept4", err), l.acceptBackoff)
 			if l.p.Del(l.lfd) == nil {
 				l.acceptOff = true
 				l.acceptResume = l.now.Add(l.acceptBackoff)
@@ -90,6 +97,11 @@ func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	l.open(rec, p)
 }
 
+// maxRefusing bounds a loop's refused connections held open to be told
+// why; past it a refused connection is closed at once, so that refused
+// peers connecting in a loop cannot take the process's descriptors.
+const maxRefusing = 64
+
 // open applies the server's policy and connection limits to a new
 // connection (counted in nconns from now on) through the admission core,
 // and registers it with the poller. It reports whether the connection is
@@ -110,6 +122,12 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	}
 	rec.adm.SetActive(admit.Busy) // awake: not shed
 	a.refuse, a.code = l.adm.Admit(&rec.adm, p, l.eng)
+	if a.refuse != "" {
+		if l.refusing++; l.refusing > maxRefusing {
+			l.finalize(rec, mux.ErrClosed) // past the cap: closed at once
+			return false
+		}
+	}
 	if err := l.p.Add(fd, evloop.In|evloop.RdHup); err != nil {
 		l.finalize(rec, err)
 		return false

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/transport"
@@ -116,6 +117,7 @@ func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 		hsTimeout:   opts.HandshakeTimeout,
 		stop:        make(chan struct{}),
 		lrc:         rc,
+		reserve:     acceptshed.New(),
 		lost:        make(chan struct{}),
 		done:        make(chan error, 1),
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/wire"
@@ -105,6 +106,8 @@ type evLoop struct {
 	acceptOff     bool // the listening socket is out of the poller after an accept error
 	acceptResume  time.Time
 	acceptBackoff time.Duration
+	reserve       *acceptshed.Shedder // the reserve descriptor and the accept-error log
+	refusing      int                 // refused connections open, at most maxRefusing
 
 	closing bool // the server began closing: no more accepts, idle connections go
 	stop    chan struct{}
@@ -165,6 +168,7 @@ func (l *evLoop) own(resumed bool) {
 	if l.lfd >= 0 {
 		unix.Close(l.lfd)
 	}
+	l.reserve.Close()
 	l.p.Close()
 	l.opts.Counters.Loops.Add(-1)
 	l.done <- err

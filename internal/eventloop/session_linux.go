@@ -138,6 +138,9 @@ func (l *evLoop) finalize(rec *loopConn, err error) {
 			a.pend, a.plen = nil, 0
 		}
 		l.removeActive(rec)
+		if a.refuse != "" {
+			l.refusing--
+		}
 		if a.se != nil && a.refuse == "" {
 			a.se.Unregister()
 		}
@@ -162,6 +165,9 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 			pool.Put(a.pend)
 		}
 		l.removeActive(rec)
+		if a.refuse != "" {
+			l.refusing--
+		}
 	}
 	l.endHandshake(rec)
 	l.adm.Release(&rec.adm) // ServeConn admits it again

@@ -59,3 +59,22 @@ func TestGunzip(t *testing.T) {
 		t.Fatalf("not gzip: %v", se)
 	}
 }
+
+// TestReadUnknownLength: a body without Content-Length, small or larger
+// than a Chunk, is read whole.
+func TestReadUnknownLength(t *testing.T) {
+	for _, size := range []int{10, Chunk, Chunk + 1, 5 * Chunk / 2} {
+		body := strings.Repeat("y", size)
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.ContentLength = -1
+		buf, n, se := Read(httptest.NewRecorder(), r, 1<<20)
+		if se != nil || string(buf.B) != body {
+			t.Fatalf("%d bytes: read %d, %v", size, len(buf.B), se)
+		}
+		pool.Put(buf)
+		Release(n)
+	}
+	if held.Load() != 0 {
+		t.Fatalf("%d bytes held after Release", held.Load())
+	}
+}

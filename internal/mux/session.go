@@ -308,10 +308,17 @@ func (s *Session) closeWith(err error) {
 		s.unwatch()
 		s.w.fail(err)
 		for _, st := range streams {
-			if !s.client && s.cfg.OnReset != nil {
+			if s.client {
+				st.fail(err) // the caller receives what came, then Releases
+				continue
+			}
+			if s.cfg.OnReset != nil {
 				s.cfg.OnReset(st, err)
 			}
-			st.fail(err)
+			// No one can be answered: the messages a call has not taken
+			// (a shared one holds a memfd and its mapping) are freed now,
+			// as a call abandoned before it started never takes them.
+			st.drop(err)
 		}
 		for _, ch := range pings {
 			close(ch)
