@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
@@ -19,6 +20,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, sess := range sessions {
 		sess.GoAway(status.Unavailable, "server is shutting down")
 	}
+	lingered := s.linger(ctx, sessions)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
@@ -32,6 +34,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		break
 	}
 	if err == nil {
+		select {
+		case <-lingered:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err == nil {
 		d, hasDeadline := ctx.Deadline()
 		for _, sess := range s.sessions() {
 			if hasDeadline {
@@ -42,6 +51,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closeAll()
 	return err
+}
+
+// drainLinger bounds how long Shutdown waits for a peer to acknowledge
+// the PING that follows its GOAWAY.
+const drainLinger = time.Second
+
+// linger sends each session a PING after its GOAWAY and returns a channel
+// closed once every peer has acknowledged it, has closed its connection, or
+// drainLinger has passed. A peer processes frames in order, so by its
+// acknowledgement the server has read every call the peer opened before it
+// saw the GOAWAY, and refused those above the GOAWAY's last stream id:
+// closing after that leaves no call unread and unanswered (an unread call
+// would also make the kernel reset the connection).
+func (s *Server) linger(ctx context.Context, sessions []*mux.Session) <-chan struct{} {
+	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(ctx, drainLinger)
+	var wg sync.WaitGroup
+	for _, sess := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sess.Ping(ctx)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		cancel()
+		close(done)
+	}()
+	return done
 }
 
 func (s *Server) sessions() []*mux.Session {
