@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
 )
 
 // TestShutdownUnderLoad shuts a server down while 8 clients call it, round
@@ -183,4 +186,153 @@ func neverProcessed(err error) bool {
 		return false // the connection failed under the call
 	}
 	return true
+}
+
+// TestShutdownAnswersCrossingCalls: a peer keeps opening calls until it
+// reads the GOAWAY, so some cross it on the wire. Shutdown reads and answers
+// every one (TRAILERS; code 14 above the GOAWAY's last stream id) before it
+// closes, and the connection ends with the server's EOF, not a reset. Over
+// TCP, on both engines.
+func TestShutdownAnswersCrossingCalls(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		name := "goroutine"
+		if loop {
+			name = "eventloop"
+		}
+		t.Run(name, func(t *testing.T) {
+			for round := range 20 {
+				crossingRound(t, round, loop)
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
+
+func crossingRound(t *testing.T, round int, loop bool) {
+	srv := NewServer(&ServerOptions{EventLoop: loop, Logger: slog.New(slog.DiscardHandler)})
+	HandleRaw(srv, "Drain.Call", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(wire.AppendPreface(nil, wire.Settings{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.ReadPreface(conn); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wmu     sync.Mutex // orders the writer's frames with PING acknowledgements
+		away    atomic.Bool
+		sentMax atomic.Uint32
+	)
+	inflight := make(chan struct{}, 64) // within MaxStreams
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for id := uint32(1); !away.Load(); id += 2 {
+			select {
+			case inflight <- struct{}{}:
+			case <-time.After(20 * time.Millisecond):
+				return // no answers: the connection ended
+			}
+			b := wire.AppendFrame(nil, id, wire.TypeHeaders, 0, wire.AppendCallHeader(nil, "Drain.Call", 0, 0, nil))
+			b = wire.AppendFrame(b, id, wire.TypeData, wire.FlagEnd, []byte("x"))
+			wmu.Lock()
+			if away.Load() { // a peer opens no stream once it has read the GOAWAY
+				wmu.Unlock()
+				return
+			}
+			_, err := conn.Write(b)
+			if err == nil {
+				sentMax.Store(id)
+			}
+			wmu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	shut := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	answered := map[uint32]uint32{} // stream -> code
+	var last uint32
+	gotAway := false
+	rd := frameio.NewReader(conn, 16<<20)
+	var rerr error
+	for {
+		h, p, err := rd.Next()
+		if err != nil {
+			rerr = err
+			break
+		}
+		switch h.Type {
+		case wire.TypeGoAway:
+			last, _, _, _ = wire.ParseGoAway(p)
+			gotAway = true
+			wmu.Lock()
+			away.Store(true)
+			wmu.Unlock()
+		case wire.TypePing:
+			if h.Flags&wire.FlagAck == 0 {
+				wmu.Lock()
+				conn.Write(wire.AppendFrame(nil, 0, wire.TypePing, wire.FlagAck, p))
+				wmu.Unlock()
+			}
+		case wire.TypeTrailers:
+			if _, dup := answered[h.Stream]; dup {
+				t.Errorf("round %d: stream %d answered twice", round, h.Stream)
+			}
+			tr, err := wire.ParseTrailer(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gotAway && tr.Code != 0 {
+				t.Errorf("round %d: stream %d ended with %d before the GOAWAY", round, h.Stream, tr.Code)
+			}
+			answered[h.Stream] = tr.Code
+			select {
+			case <-inflight:
+			default:
+			}
+		}
+	}
+	<-writerDone
+	if err := <-shut; err != nil {
+		t.Errorf("round %d: Shutdown: %v", round, err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("round %d: Serve returned %v", round, err)
+	}
+	if rerr != io.EOF {
+		t.Errorf("round %d: connection ended with %v, want EOF", round, rerr)
+	}
+	if !gotAway {
+		t.Fatalf("round %d: no GOAWAY", round)
+	}
+	for id := uint32(1); id <= sentMax.Load(); id += 2 {
+		code, ok := answered[id]
+		switch {
+		case !ok:
+			t.Errorf("round %d: stream %d (last stream id %d) never answered", round, id, last)
+		case id <= last && code != 0:
+			t.Errorf("round %d: stream %d at or below the last stream id %d ended with %d", round, id, last, code)
+		case id > last && code != uint32(status.Unavailable):
+			t.Errorf("round %d: stream %d above the last stream id %d ended with %d, want 14", round, id, last, code)
+		}
+	}
 }

@@ -404,6 +404,9 @@ type serverConn struct {
 	// an upgrade that carried the token (TokenAuth): its calls need no
 	// token of their own.
 	tokenOK atomic.Bool
+	// notWarren is set when the connection turned out not to speak warren
+	// (HTTP, or a failed handshake): Shutdown waits for no session of it.
+	notWarren atomic.Bool
 	// ac's running counts the calls whose handler goroutine has not
 	// returned: a call stops counting in calls when its reply's end is
 	// queued, but its stream is dropped, and the credit of messages it
@@ -496,6 +499,7 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	sess, err := mux.Server(conn, cfg)
 	sc.handshakeDone()
 	if err != nil {
+		sc.notWarren.Store(true)
 		var nw *wire.NotWarrenError
 		if serveHTTP && errors.As(err, &nw) && nw.HTTP {
 			// The peer speaks HTTP: the bridge serves the connection,

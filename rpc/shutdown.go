@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
@@ -15,16 +15,31 @@ import (
 // away, waits for the calls in progress to finish and their replies to be
 // sent, and then closes every connection. If ctx ends first, Shutdown closes
 // everything at once and returns ctx's error.
+//
+// Each session gets a GOAWAY and then a PING; a connection is closed only
+// once its peer has acknowledged the PING (or closed, or drainLinger has
+// passed). A peer handles frames in order, so by then the server has read
+// every call the peer opened before it saw the GOAWAY, and refused with 14
+// those above the GOAWAY's last stream id: no call is left unread and
+// unanswered (and an unread call would make the kernel reset the
+// connection, losing the GOAWAY and the answers with it).
 func (s *Server) Shutdown(ctx context.Context) error {
-	sessions := s.beginClose()
-	for _, sess := range sessions {
-		sess.GoAway(status.Unavailable, "server is shutting down")
-	}
-	lingered := s.linger(ctx, sessions)
+	start := time.Now()
+	dr := &drain{sent: map[*mux.Session]bool{}}
+	dr.goAway(ctx, s.beginClose())
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see serverCall.replyHTTP
+	for {
+		// Sessions that finished their handshake after beginClose, and
+		// warren connections still in it, drain too.
+		late, handshaking := s.undrained(dr)
+		handshaking = handshaking || s.ev.Open.Load() > 0 // a loop has yet to register its idle sessions
+		dr.goAway(ctx, late)
+		busy := s.calls.Load() > 0 || s.replying.Load() > 0 // calls first: see serverCall.replyHTTP
+		if !busy && dr.pings.Load() == 0 && (!handshaking || time.Since(start) > drainLinger) {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -32,13 +47,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			continue
 		}
 		break
-	}
-	if err == nil {
-		select {
-		case <-lingered:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
 	}
 	if err == nil {
 		d, hasDeadline := ctx.Deadline()
@@ -53,34 +61,51 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// drainLinger bounds how long Shutdown waits for a peer to acknowledge
-// the PING that follows its GOAWAY.
+// drainLinger bounds how long Shutdown waits for a peer to acknowledge the
+// PING that follows its GOAWAY, and for a connection in its handshake.
 const drainLinger = time.Second
 
-// linger sends each session a PING after its GOAWAY and returns a channel
-// closed once every peer has acknowledged it, has closed its connection, or
-// drainLinger has passed. A peer processes frames in order, so by its
-// acknowledgement the server has read every call the peer opened before it
-// saw the GOAWAY, and refused those above the GOAWAY's last stream id:
-// closing after that leaves no call unread and unanswered (an unread call
-// would also make the kernel reset the connection).
-func (s *Server) linger(ctx context.Context, sessions []*mux.Session) <-chan struct{} {
-	done := make(chan struct{})
-	ctx, cancel := context.WithTimeout(ctx, drainLinger)
-	var wg sync.WaitGroup
+// drain is the sessions a Shutdown has sent GOAWAY and PING.
+type drain struct {
+	sent  map[*mux.Session]bool
+	pings atomic.Int32 // PINGs not yet acknowledged
+}
+
+// goAway sends each session its GOAWAY, then a PING it waits for in the
+// background (at most drainLinger).
+func (dr *drain) goAway(ctx context.Context, sessions []*mux.Session) {
 	for _, sess := range sessions {
-		wg.Add(1)
+		if dr.sent[sess] {
+			continue
+		}
+		dr.sent[sess] = true
+		// A session that began after beginClose sent its own GOAWAY
+		// (GoAway then sends nothing more).
+		sess.GoAway(status.Unavailable, "server is shutting down")
+		dr.pings.Add(1)
 		go func() {
-			defer wg.Done()
+			defer dr.pings.Add(-1)
+			ctx, cancel := context.WithTimeout(ctx, drainLinger)
+			defer cancel()
 			sess.Ping(ctx)
 		}()
 	}
-	go func() {
-		wg.Wait()
-		cancel()
-		close(done)
-	}()
-	return done
+}
+
+// undrained returns the sessions not yet in dr, and whether a connection
+// that may speak warren is still in its handshake.
+func (s *Server) undrained(dr *drain) (late []*mux.Session, handshaking bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sc := range s.conns {
+		switch {
+		case sc.sess != nil && !dr.sent[sc.sess]:
+			late = append(late, sc.sess)
+		case sc.sess == nil && !sc.notWarren.Load():
+			handshaking = true
+		}
+	}
+	return late, handshaking
 }
 
 func (s *Server) sessions() []*mux.Session {

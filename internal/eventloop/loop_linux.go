@@ -164,6 +164,9 @@ func (l *evLoop) own(resumed bool) {
 		unix.Close(l.lfd)
 	}
 	l.p.Close()
+	if !l.closing {
+		l.opts.Counters.Open.Add(-1)
+	}
 	l.opts.Counters.Loops.Add(-1)
 	l.done <- err
 }
