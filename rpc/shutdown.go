@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/internal/mux"
@@ -16,28 +15,26 @@ import (
 // sent, and then closes every connection. If ctx ends first, Shutdown closes
 // everything at once and returns ctx's error.
 //
-// Each session gets a GOAWAY and then a PING; a connection is closed only
-// once its peer has acknowledged the PING (or closed, or drainLinger has
-// passed). A peer handles frames in order, so by then the server has read
-// every call the peer opened before it saw the GOAWAY, and refused with 14
-// those above the GOAWAY's last stream id: no call is left unread and
-// unanswered (and an unread call would make the kernel reset the
-// connection, losing the GOAWAY and the answers with it).
+// Each session gets a GOAWAY and then a PING (mux.Drain); a connection is
+// closed only once its peer has acknowledged the PING, closed, or
+// mux.DrainLinger has passed, so that no call the peer sent before it saw
+// the GOAWAY is left unread and unanswered.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
-	dr := &drain{sent: map[*mux.Session]bool{}}
-	dr.goAway(ctx, s.beginClose())
+	const why = "server is shutting down"
+	var dr mux.Drain
+	dr.GoAway(ctx, s.beginClose(), status.Unavailable, why)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
 	for {
 		// Sessions that finished their handshake after beginClose, and
 		// warren connections still in it, drain too.
-		late, handshaking := s.undrained(dr)
-		handshaking = handshaking || s.ev.Open.Load() > 0 // a loop has yet to register its idle sessions
-		dr.goAway(ctx, late)
+		late, handshaking := s.undrained(&dr)
+		handshaking = handshaking || s.ev.Open.Load() > 0   // a loop has yet to register its idle sessions
+		dr.GoAway(ctx, late, status.Unavailable, why)       // (their own GOAWAY is out already)
 		busy := s.calls.Load() > 0 || s.replying.Load() > 0 // calls first: see serverCall.replyHTTP
-		if !busy && dr.pings.Load() == 0 && (!handshaking || time.Since(start) > drainLinger) {
+		if !busy && dr.Acked() && (!handshaking || time.Since(start) > mux.DrainLinger) {
 			break
 		}
 		select {
@@ -61,45 +58,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// drainLinger bounds how long Shutdown waits for a peer to acknowledge the
-// PING that follows its GOAWAY, and for a connection in its handshake.
-const drainLinger = time.Second
-
-// drain is the sessions a Shutdown has sent GOAWAY and PING.
-type drain struct {
-	sent  map[*mux.Session]bool
-	pings atomic.Int32 // PINGs not yet acknowledged
-}
-
-// goAway sends each session its GOAWAY, then a PING it waits for in the
-// background (at most drainLinger).
-func (dr *drain) goAway(ctx context.Context, sessions []*mux.Session) {
-	for _, sess := range sessions {
-		if dr.sent[sess] {
-			continue
-		}
-		dr.sent[sess] = true
-		// A session that began after beginClose sent its own GOAWAY
-		// (GoAway then sends nothing more).
-		sess.GoAway(status.Unavailable, "server is shutting down")
-		dr.pings.Add(1)
-		go func() {
-			defer dr.pings.Add(-1)
-			ctx, cancel := context.WithTimeout(ctx, drainLinger)
-			defer cancel()
-			sess.Ping(ctx)
-		}()
-	}
-}
-
 // undrained returns the sessions not yet in dr, and whether a connection
 // that may speak warren is still in its handshake.
-func (s *Server) undrained(dr *drain) (late []*mux.Session, handshaking bool) {
+func (s *Server) undrained(dr *mux.Drain) (late []*mux.Session, handshaking bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sc := range s.conns {
 		switch {
-		case sc.sess != nil && !dr.sent[sc.sess]:
+		case sc.sess != nil && !dr.Sent(sc.sess):
 			late = append(late, sc.sess)
 		case sc.sess == nil && !sc.notWarren.Load():
 			handshaking = true
