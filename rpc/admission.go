@@ -2,13 +2,11 @@ package rpc
 
 import (
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/status"
-	"github.com/warrenipc/warren/wire"
 )
 
 // Admission: every engine admits its connections through the server's
@@ -26,18 +24,6 @@ func (s *Server) initAdmission() {
 		CallBurst:      s.opts.CallBurst,
 	}, s.opts.Policy, func() *slog.Logger { return s.logger })
 	s.goEng = admit.NewEngine(s.shedConn)
-}
-
-// refuseConn answers a connection the policy or a limit refused without
-// reading a byte from it: the server's preface and a GOAWAY carrying the
-// reason with code (PermissionDenied for the policy, Unavailable during a
-// drain, ResourceExhausted for a limit), which admit.Core.Refuse delivers
-// and then closes the connection. A warren client reports the reason; any
-// other client sees the connection close.
-func (s *Server) refuseConn(conn net.Conn, key, reason string, code status.Code) {
-	b := wire.AppendPreface(make([]byte, 0, 128+len(reason)), s.opts.Settings.WithDefaults())
-	b = wire.AppendFrame(b, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(code), reason))
-	s.adm.Refuse(conn, key, b)
 }
 
 // shedConn sheds c, a connection served by a goroutine that the admission

@@ -461,8 +461,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 	sc.ac.Touch()
 	sc.ctx = peer.NewContext(s.ctx, p)
 	if refuse, code := s.addConn(sc, key); refuse != "" {
-		endHandshake()
-		s.refuseConn(conn, key, refuse, code)
+		s.refuseConn(conn, key, refuse, code) // counted in its handshake while answered
 		return
 	}
 	if s.serveSession(sc, conn, "", !s.opts.NoHTTP) {
