@@ -28,22 +28,37 @@ func (s *Server) initAdmission() {
 	s.goEng = s.adm.NewEngine(s.shedConn)
 }
 
-// refuseAtAccept refuses, on the accepting goroutine and as ServeConn
-// would, a plain unix or TCP connection whose peer p the policy refuses: a
-// peer refused in a loop then holds no goroutine, and no descriptor past
-// the caps of admit.Core.Refuse.
+// refuseAtAccept refuses, as ServeConn would, a plain unix or TCP
+// connection whose peer p the policy refuses, from the accepting goroutine:
+// at most maxRefusingAtAccept such peers are answered at once (refuseConn,
+// on a goroutine of its own), others are closed at once, so that a flood of
+// refused peers holds few goroutines and descriptors.
 func (s *Server) refuseAtAccept(conn net.Conn, p *peer.Peer) bool {
 	if p.Network != "unix" && p.Network != "tcp" || p.TLS != nil {
 		return false
 	}
-	if err := s.adm.Authorize(p); err != nil {
-		key := admit.PeerKey(p)
-		s.adm.Refused(p, key, err.Error())
-		s.adm.Refuse(conn, key, s.opts.Settings, err.Error(), status.PermissionDenied)
+	err := s.adm.Authorize(p)
+	if err == nil {
+		return false
+	}
+	key := admit.PeerKey(p)
+	s.adm.Refused(p, key, err.Error())
+	if s.refusing.Add(1) > maxRefusingAtAccept {
+		s.refusing.Add(-1)
+		conn.Close()
 		return true
 	}
-	return false
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.refusing.Add(-1)
+		s.refuseConn(conn, key, err.Error(), status.PermissionDenied)
+	}()
+	return true
 }
+
+// maxRefusingAtAccept bounds the refused peers being answered at once.
+const maxRefusingAtAccept = 64
 
 // shedConn sheds c, a connection served by a goroutine that the admission
 // core has uncounted to make room for another: it is told GOAWAY

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/peer"
@@ -219,40 +218,11 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 			io.WriteString(w, unauthorizedPage)
 			return nil
 		}
-		drainRefused(w, r)
+		bridgecore.DrainRefused(w, r)
 		bridgecore.WriteProtocolError(w, r, 0, errNoToken)
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))
-}
-
-// refusedBodyMax and refusedBodyWait bound what is read of the body of a
-// request refused before it is served.
-const (
-	refusedBodyMax  = 64 << 10
-	refusedBodyWait = time.Second
-)
-
-// drainRefused reads and discards the body of a request about to be
-// refused, up to refusedBodyMax bytes within refusedBodyWait, so that the
-// answer does not come with a reset of a stream the client is still
-// sending (curl reports that as a framing error, not the answer). A body
-// not read whole closes an HTTP/1.1 connection after the answer.
-func drainRefused(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return
-	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(refusedBodyWait))
-	n, err := io.Copy(io.Discard, io.LimitReader(r.Body, refusedBodyMax+1))
-	if err != nil || n > refusedBodyMax {
-		if r.ProtoMajor == 1 {
-			w.Header()["Connection"] = bridgecore.HdrClose
-		}
-		rc.SetReadDeadline(time.Now())
-		return
-	}
-	rc.SetReadDeadline(time.Time{})
 }
 
 // wantsHTML reports whether a request asks for a page (a browser's

@@ -37,39 +37,13 @@ import (
 // server, normally ends an idle connection.
 const httpIdleTimeout = 2 * time.Minute
 
-// connListener is a net.Listener that accepts one connection, then blocks
-// until that connection has ended (or been hijacked).
-type connListener struct {
-	mu   sync.Mutex // protects conn
-	conn net.Conn
-	addr net.Addr
-	once sync.Once
-	done chan struct{}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	c := l.conn
-	l.conn = nil
-	l.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	<-l.done
-	return nil, net.ErrClosed
-}
-
-func (l *connListener) Close() error   { return nil } // http.Server.Serve closes it on return
-func (l *connListener) Addr() net.Addr { return l.addr }
-func (l *connListener) end()           { l.once.Do(func() { close(l.done) }) }
-
 // serveHTTPConn serves the HTTP requests of one connection, on the calling
 // goroutine (ServeConn's), and returns when the connection has ended and
 // every handler it ran has returned. refuse, if set, is why the connection
 // was refused: each request is then answered with that error and the
 // connection closed.
 func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
-	l := &connListener{conn: &httpbody.Guard{Conn: conn}, addr: conn.LocalAddr(), done: make(chan struct{})}
+	l := bridgecore.NewConnListener(&httpbody.Guard{Conn: conn})
 	h := &httpConn{srv: s, sc: sc}
 	readHeader := s.handshakeTimeout()
 	if refuse != "" {
@@ -91,7 +65,7 @@ func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
 		BaseContext:       func(net.Listener) context.Context { return sc.ctx },
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
-				l.end()
+				l.End()
 			}
 		},
 		ErrorLog: s.httpErrorLog(),
@@ -208,8 +182,14 @@ func (h *httpConn) post(w http.ResponseWriter, r *http.Request) {
 		bridgecore.UnsupportedType(w, ct, b != nil)
 	case b != nil:
 		// Other protocols, and paths that name no registered method
-		// (reflection, health, unknown).
-		h.srv.boundBridgeBody(w, r)
+		// (reflection, health, unknown). A one-message request's body
+		// (unary or server stream, or a name no method has) arrives within
+		// httpbody.Deadline, as a Connect unary one does; client and bidi
+		// streams and reflection are bounded by the call's deadline.
+		if hd, _ := h.srv.lookupPath(r.URL.Path); hd == nil && !strings.HasPrefix(r.URL.Path, "/grpc.reflection.") ||
+			hd != nil && (hd.kind == kindUnary || hd.kind == kindServerStream) {
+			httpbody.SetDeadline(w, r)
+		}
 		b.Serve(w, r, (*bridgeConn)(h.sc))
 	case ok && !enc.Stream:
 		// An unknown method: 404, as an HTTP server without the route

@@ -447,13 +447,17 @@ func TestHTTPMetadata(t *testing.T) {
 func TestHTTPPolicies(t *testing.T) {
 	deny := peer.PolicyFunc(func(p *peer.Peer) error { return fmt.Errorf("%w: not you", peer.ErrDenied) })
 	t.Run("server policy", func(t *testing.T) {
-		// A refused peer is not read from: its HTTP request gets the
-		// warren refusal (preface and GOAWAY) and the connection closes.
+		// A refused peer's HTTP request is answered in its protocol, and
+		// the connection closes.
 		e := startHTTP(t, &rpc.ServerOptions{Policy: deny}, nil)
-		wantRefusedUnread(t, e.path, "not you")
+		wantRefusedHTTP(t, e.path, "not you", 403, "permission_denied", status.PermissionDenied)
 		if st := e.srv.Stats(); st.ConnsRejected == 0 || st.CallsTotal != 0 {
 			t.Fatalf("stats %+v", st)
 		}
+	})
+	t.Run("server policy, event loop", func(t *testing.T) {
+		e := startHTTP(t, &rpc.ServerOptions{Policy: deny, EventLoop: true}, nil)
+		wantRefusedHTTP(t, e.path, "not you", 403, "permission_denied", status.PermissionDenied)
 	})
 	t.Run("method policy", func(t *testing.T) {
 		e := startHTTP(t, nil, func(srv *rpc.Server) {
@@ -473,7 +477,7 @@ func TestHTTPPolicies(t *testing.T) {
 		if _, err := rpc.Call[counter.SetRequest, counter.Entry](context.Background(), c, "Counter.Set", &counter.SetRequest{Name: "a"}); err != nil {
 			t.Fatal(err)
 		}
-		wantRefusedUnread(t, e.path, "too many connections")
+		wantRefusedHTTP(t, e.path, "too many connections", 429, "resource_exhausted", status.ResourceExhausted)
 		c.Close()
 		testutil.WaitFor(t, func() bool { return e.srv.Stats().Conns == 0 })
 		wantJSON(t, e.post(t, "/Counter.Get", `{"name":"a"}`), `{"name":"a"}`)
@@ -1307,10 +1311,11 @@ func TestHTTPShutdownWaitsForReply(t *testing.T) {
 	}
 }
 
-// wantRefusedUnread sends an HTTP request to the socket at path and checks
-// that the server answers with the warren preface and a GOAWAY naming
-// reason, not HTTP, and closes the connection.
-func wantRefusedUnread(t *testing.T, path, reason string) {
+// wantRefusedHTTP checks that a refused peer's HTTP requests are answered
+// in their protocol: HTTP/1.1 and Connect over HTTP/2 with httpStatus and
+// Connect's JSON error code, gRPC over HTTP/2 with grpc-status code, each
+// with the reason; the connection then closes.
+func wantRefusedHTTP(t *testing.T, path, reason string, httpStatus int, code string, grpcCode status.Code) {
 	t.Helper()
 	conn, err := net.Dial("unix", path)
 	if err != nil {
@@ -1323,7 +1328,46 @@ func wantRefusedUnread(t *testing.T, path, reason string) {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatalf("connection still open after 5 s; read %q", got)
 	}
-	if bytes.HasPrefix(got, []byte("HTTP/")) || !bytes.Contains(got, []byte(reason)) {
-		t.Fatalf("refused HTTP request answered %q, want a warren GOAWAY naming %q", got, reason)
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(got)), nil)
+	if err != nil {
+		t.Fatalf("refused HTTP/1.1 request answered %q: %v", got, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != httpStatus || !strings.Contains(string(body), `"code":"`+code+`"`) || !strings.Contains(string(body), reason) {
+		t.Fatalf("refused HTTP/1.1 request answered %d %s, want %d %s naming %q", resp.StatusCode, body, httpStatus, code, reason)
+	}
+
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{
+		Protocols: protocols,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}, Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest("POST", "http://warren/Counter.Set", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatalf("refused Connect request over HTTP/2: %v", err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != httpStatus || !strings.Contains(string(body), `"code":"`+code+`"`) || !strings.Contains(string(body), reason) {
+		t.Fatalf("refused Connect request over HTTP/2 answered %s %d %s, want %d %s naming %q", resp.Proto, resp.StatusCode, body, httpStatus, code, reason)
+	}
+	req, _ = http.NewRequest("POST", "http://warren/Counter/Set", bytes.NewReader([]byte{0, 0, 0, 0, 0}))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatalf("refused gRPC request: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != strconv.Itoa(int(grpcCode)) || !strings.Contains(resp.Header.Get("Grpc-Message"), strings.ReplaceAll(reason, " ", "%20")) && !strings.Contains(resp.Header.Get("Grpc-Message"), reason) {
+		t.Fatalf("refused gRPC request answered %d %v, want grpc-status %d naming %q", resp.StatusCode, resp.Header, grpcCode, reason)
 	}
 }

@@ -238,6 +238,7 @@ type Server struct {
 	callsTotal atomic.Uint64
 	refused    atomic.Uint64
 	panics     atomic.Uint64
+	refusing   atomic.Int64       // refused peers being answered (refuseAtAccept)
 	wg         sync.WaitGroup     // every goroutine the server started
 	ev         eventloop.Counters // event-loop mode (eventloop.go)
 
@@ -423,6 +424,9 @@ type serverConn struct {
 	// an upgrade that carried the token (TokenAuth): its calls need no
 	// token of their own.
 	tokenOK atomic.Bool
+	// notWarren is set when the connection turned out not to speak warren
+	// (HTTP, or a failed handshake): Shutdown waits for no session of it.
+	notWarren atomic.Bool
 }
 
 // peerOf returns the identity of conn's peer.
@@ -477,8 +481,7 @@ func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	sc.work.Started()
 	sc.ctx = peer.NewContext(s.ctx, p)
 	if refuse, code := s.addConn(sc, key); refuse != "" {
-		endHandshake()
-		s.adm.Refuse(conn, key, s.opts.Settings, refuse, code)
+		s.refuseConn(conn, key, refuse, code) // counted in its handshake while answered
 		return
 	}
 	if s.serveSession(sc, conn, "", !s.opts.NoHTTP) {
@@ -515,6 +518,7 @@ func (s *Server) serveSession(sc *serverConn, conn net.Conn, refuse string, serv
 	sess, err := mux.Server(conn, cfg)
 	sc.handshakeDone()
 	if err != nil {
+		sc.notWarren.Store(true)
 		var nw *wire.NotWarrenError
 		if serveHTTP && errors.As(err, &nw) && nw.HTTP {
 			// The peer speaks HTTP: the bridge serves the connection,

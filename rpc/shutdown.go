@@ -14,15 +14,29 @@ import (
 // away, waits for the calls in progress to finish and their replies to be
 // sent, and then closes every connection. If ctx ends first, Shutdown closes
 // everything at once and returns ctx's error.
+//
+// Each session gets a GOAWAY and then a PING (mux.Drain); a connection is
+// closed only once its peer has acknowledged the PING, closed, or
+// mux.DrainLinger has passed, so that no call the peer sent before it saw
+// the GOAWAY is left unread and unanswered.
 func (s *Server) Shutdown(ctx context.Context) error {
-	sessions := s.beginClose()
-	for _, sess := range sessions {
-		sess.GoAway(status.Unavailable, "server is shutting down")
-	}
+	start := time.Now()
+	const why = "server is shutting down"
+	var dr mux.Drain
+	dr.GoAway(ctx, s.beginClose(), status.Unavailable, why)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	for s.calls.Load() > 0 || s.replying.Load() > 0 { // calls first: see serverCall.replyHTTP
+	for {
+		// Sessions that finished their handshake after beginClose, and
+		// warren connections still in it, drain too.
+		late, handshaking := s.undrained(&dr)
+		handshaking = handshaking || s.ev.Open.Load() > 0   // a loop has yet to register its idle sessions
+		dr.GoAway(ctx, late, status.Unavailable, why)       // (their own GOAWAY is out already)
+		busy := s.calls.Load() > 0 || s.replying.Load() > 0 // calls first: see serverCall.replyHTTP
+		if !busy && dr.Acked() && (!handshaking || time.Since(start) > mux.DrainLinger) {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -42,6 +56,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closeAll()
 	return err
+}
+
+// undrained returns the sessions not yet in dr, and whether a connection
+// that may speak warren is still in its handshake.
+func (s *Server) undrained(dr *mux.Drain) (late []*mux.Session, handshaking bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sc := range s.conns {
+		switch {
+		case sc.sess != nil && !dr.Sent(sc.sess):
+			late = append(late, sc.sess)
+		case sc.sess == nil && !sc.notWarren.Load():
+			handshaking = true
+		}
+	}
+	return late, handshaking
 }
 
 func (s *Server) sessions() []*mux.Session {

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -113,8 +115,26 @@ func TestTLSClientCertificateInHandler(t *testing.T) {
 	if err != nil || got != "alice spiffe://example.org/alice" {
 		t.Fatalf("alice: %q, %v", got, err)
 	}
-	_, err = call(issueClientCert(t, ca, caKey, 12, "bob", "spiffe://example.org/bob"))
+	bob := issueClientCert(t, ca, caKey, 12, "bob", "spiffe://example.org/bob")
+	_, err = call(bob)
 	if status.CodeOf(err) != status.PermissionDenied || !strings.Contains(err.Error(), "spiffe://example.org/bob") {
 		t.Fatalf("bob: %v; want permission_denied naming his URI", err)
+	}
+
+	// Over HTTP/2 (ALPN h2), a gRPC request gets grpc-status 7 naming him.
+	cc := cliConf.Clone()
+	cc.Certificates = []tls.Certificate{bob}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cc, ForceAttemptHTTP2: true}, Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest("POST", "https://"+l.Addr().String()+"/Who/Am", bytes.NewReader([]byte{0, 0, 0, 0, 0}))
+	req.Header.Set("Content-Type", "application/grpc")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("bob over HTTP/2: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.Header.Get("Grpc-Status") != "7" || !strings.Contains(resp.Header.Get("Grpc-Message"), "spiffe://example.org/bob") {
+		t.Fatalf("bob over HTTP/2: %s %d %v; want grpc-status 7 naming his URI", resp.Proto, resp.StatusCode, resp.Header)
 	}
 }

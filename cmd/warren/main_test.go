@@ -657,16 +657,20 @@ func TestPolicyOtherUser(t *testing.T) {
 		}
 	}
 
-	// Over HTTP too, the policy applies, before the request is read: no
-	// HTTP answer, only the warren refusal.
+	// Over HTTP too, the policy applies at accept; the refusal is
+	// answered in the peer's protocol: 403 with Connect's JSON error, over
+	// HTTP/1.1 and HTTP/2.
 	if curl, err := exec.LookPath("curl"); err == nil {
 		s = startServe(t, nil, "--addr", addr("d.sock"), "--mode", "0666")
-		cmd := exec.Command(curl, "-sS", "--max-time", "20", "--unix-socket", s.path,
-			"-w", "\nHTTP %{http_code}", "http://warren/Counter.List", "-H", "Content-Type: application/json", "-d", "{}")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		out, _ := cmd.CombinedOutput()
-		if !strings.Contains(string(out), "HTTP 000") {
-			t.Fatalf("HTTP as nobody to a same-user server: %s, want no HTTP answer", out)
+		for _, proto := range []string{"--http1.1", "--http2-prior-knowledge"} {
+			cmd := exec.Command(curl, "-sS", proto, "--max-time", "20", "--unix-socket", s.path,
+				"-w", "\nHTTP %{http_code}", "http://warren/Counter.List", "-H", "Content-Type: application/json", "-d", "{}")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), "HTTP 403") || !strings.Contains(string(out), `"code":"permission_denied"`) ||
+				!strings.Contains(string(out), fmt.Sprintf("uid %d is not", nobody)) {
+				t.Fatalf("HTTP (%s) as nobody to a same-user server: %s, want 403 permission_denied with the reason", proto, out)
+			}
 		}
 	}
 }

@@ -103,6 +103,7 @@ type Options struct {
 // Counters count what a server's loops do.
 type Counters struct {
 	Loops        atomic.Int32  // loops running
+	Open         atomic.Int32  // loops running that have not begun closing
 	Hibernations atomic.Uint64 // sessions that went idle and were dropped
 	Wakes        atomic.Uint64 // sessions built for a connection that sent something
 	Takeovers    atomic.Uint64 // loops taken over from a call that ran too long inline

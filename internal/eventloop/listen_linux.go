@@ -124,6 +124,7 @@ func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 	lp.eng = lp.adm.NewEngine(lp.shedConn)
 	lp.initFiles()
 	opts.Counters.Loops.Add(1)
+	opts.Counters.Open.Add(1)
 	Started.Add(1)
 	// The loop runs on its own goroutine so that Serve can return when the
 	// listener is closed (as the goroutine mode's does) while the loop

@@ -170,6 +170,9 @@ func (l *evLoop) own(resumed bool) {
 	}
 	l.reserve.Close()
 	l.p.Close()
+	if !l.closing {
+		l.opts.Counters.Open.Add(-1)
+	}
 	l.opts.Counters.Loops.Add(-1)
 	l.done <- err
 }

@@ -123,11 +123,13 @@ func (l *evLoop) goAway(rec *loopConn, code status.Code, msg string) {
 
 // beginClosing runs once the server begins closing (Shutdown or Close):
 // the loop stops accepting, and connections without a session (idle ones)
-// are told to go away and closed. Sessions had their GOAWAY from Shutdown,
-// or get it when they wake up; they are closed once they are quiet (or by
-// closeAll).
+// get one, which the server registers and tells to go away: a call that
+// crosses the GOAWAY is read and refused, not reset by closing the socket
+// under it. Sessions had their GOAWAY from Shutdown, or get it when they
+// wake up; they are closed once they are quiet (or by closeAll).
 func (l *evLoop) beginClosing() {
 	l.closing = true
+	defer l.opts.Counters.Open.Add(-1)
 	if l.lfd >= 0 {
 		if !l.acceptOff {
 			l.p.Del(l.lfd)
@@ -136,7 +138,10 @@ func (l *evLoop) beginClosing() {
 		l.lfd, l.acceptOff = -1, false
 	}
 	l.table.each(func(rec *loopConn) {
-		if rec.act == nil || rec.state == stOpen && rec.act.sess == nil {
+		switch {
+		case rec.state == stOpen && (rec.act == nil || rec.act.sess == nil && rec.act.refuse == ""):
+			l.activate(rec) // registered while closing: sends the GOAWAY
+		case rec.act == nil || rec.state == stOpen && rec.act.sess == nil:
 			l.goAway(rec, status.Unavailable, "server is shutting down")
 			l.finalize(rec, mux.ErrClosed)
 		}

@@ -335,7 +335,8 @@ func (s *Session) closeWith(err error) {
 }
 
 // GoAway tells the peer that no stream it opens after the ones already
-// received will be processed. Streams already open go on.
+// received will be processed. Streams already open go on. Only the first
+// call sends a GOAWAY.
 func (s *Session) GoAway(code wire.Code, msg string) error {
 	// The writer first: a stream the reader refuses because it sees
 	// goAwaySent must not have its refusal written ahead of the GOAWAY,
@@ -344,6 +345,11 @@ func (s *Session) GoAway(code wire.Code, msg string) error {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
+		s.mu.Unlock()
+		s.w.unlock(b)
+		return err
+	}
+	if s.goAwaySent {
 		s.mu.Unlock()
 		s.w.unlock(b)
 		return err
