@@ -518,6 +518,13 @@ func mxUnknownMethod(t *testing.T, tr mxTransport) {
 	if status.CodeOf(err) != status.Unimplemented || !strings.Contains(err.Error(), "Nope.Missing") {
 		t.Fatalf("err = %v, want Unimplemented naming Nope.Missing", err)
 	}
+	// A name no method can have is a malformed call header: InvalidArgument.
+	for _, name := range []string{"/Nope/Missing", "Nope", "Nope.", ".Missing", "Nope.Miss ing"} {
+		_, err := Call[Empty, Empty](context.Background(), e.client, name, &Empty{})
+		if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), "Service.Method") {
+			t.Fatalf("%q: err = %v, want InvalidArgument", name, err)
+		}
+	}
 	// The connection is still up.
 	if _, err := Call[Empty, MethodList](context.Background(), e.client, IntrospectionMethod, &Empty{}); err != nil {
 		t.Fatal(err)

@@ -622,10 +622,13 @@ def check_calls(path):
     expect([json.loads(m) for m in msgs] == [{"a": [1, 2, 3]}], f"Test.Echo: replies {msgs}")
     ok("unary Test.Echo (JSON)")
 
-    for spelling in (b"/Test/Echo", b"/Test.Echo"):
-        msgs, tr, _ = c.unary(spelling, JSON, b"{}")
-        expect(tr[0] == 12 and not msgs, f"{spelling}: status {tr}, want 12 (Unimplemented)")
-    ok("HTTP spellings /Test/Echo and /Test.Echo are not method names: 12 (Unimplemented)")
+    for name in (b"/Test/Echo", b"/Test.Echo", b"Nope", b"Test.", b".Echo", b"Test.Ec ho"):
+        msgs, tr, _ = c.unary(name, JSON, b"{}")
+        expect(tr[0] == 3 and not msgs, f"{name}: status {tr}, want 3 (InvalidArgument)")
+    ok("names not of the form Service.Method (HTTP spellings, no dot): 3 (InvalidArgument)")
+    msgs, tr, _ = c.unary(b"Test.Nope", JSON, b"{}")
+    expect(tr[0] == 12 and not msgs, f"Test.Nope: status {tr}, want 12 (Unimplemented)")
+    ok("a well-formed name the server does not serve: 12 (Unimplemented)")
 
     st = c.open(b"Test.Count", JSON)
     c.send_message(st, b'{"n":5}', True)
