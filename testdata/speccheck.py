@@ -155,10 +155,10 @@ def dec_preface(b):
     for k in range(count):
         sid, v = struct.unpack_from(">HI", b, 6 + 6 * k)
         if sid in SETTINGS:
-            name, _, lo, hi = SETTINGS[sid]
-            if not lo <= v <= hi:
-                raise DecodeError("bad_setting", f"{name} = {v}")
-            out[name] = v
+            out[SETTINGS[sid][0]] = v  # the last value wins
+    for name, _, lo, hi in SETTINGS.values():  # only the values in effect are checked
+        if not lo <= out[name] <= hi:
+            raise DecodeError("bad_setting", f"{name} = {out[name]}")
     return out, size
 
 
