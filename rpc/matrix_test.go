@@ -308,6 +308,11 @@ func mxProto(t *testing.T, tr mxTransport) {
 	if string(out) != `"json:x"` {
 		t.Fatalf("protojson reply %s, want \"json:x\"", out)
 	}
+	// The raw codec is refused, naming the codecs the method takes.
+	err = e.client.Invoke(ctx, "P.Echo", []byte("x"), &out, WithCodec(codec.Raw))
+	if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), "P.Echo takes JSON or proto, not raw") {
+		t.Fatalf("raw codec: %v", err)
+	}
 }
 
 func mxPeerIdentity(t *testing.T, tr mxTransport) {
