@@ -44,6 +44,9 @@ type serverCall struct {
 	deadline time.Time    // zero: none
 	md       []byte       // request metadata block, copied
 	state    atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+	// connFreed is set by whoever takes an admitted call off its
+	// connection's count of calls (MaxCallsPerConn), once: see connDone.
+	connFreed atomic.Bool
 	// For a call that came over HTTP: the request's context, which ends
 	// when the client goes away or the server closes (nil for warren
 	// calls), and the stream adapter of a streaming call.
@@ -114,11 +117,29 @@ func (c *serverCall) Value(key any) any {
 
 func (c *serverCall) String() string { return "warren call " + c.h.name }
 
-// abandon cancels the call and, if it never started, releases its slot.
+// abandon cancels the call and, if it never started, releases its slot. A
+// call that started stops counting against MaxCallsPerConn at once, so that
+// a caller keeping within MaxStreams is not refused for calls it cancelled
+// (PROTOCOL.md, Streams); it counts against MaxCalls until it ends.
 func (c *serverCall) abandon() {
 	c.cancel(context.Canceled)
 	if c.state.CompareAndSwap(callAdmitted, callReleased) {
-		c.conn.srv.callDone(c.conn)
+		c.callDone()
+	} else if c.state.Load() == callStarted {
+		c.connDone()
+	}
+}
+
+// callDone releases the call's slot under the limits.
+func (c *serverCall) callDone() {
+	c.connDone()
+	c.conn.srv.calls.Add(-1)
+}
+
+// connDone takes the call off its connection's count, once.
+func (c *serverCall) connDone() {
+	if c.connFreed.CompareAndSwap(false, true) {
+		c.conn.ac.AddCalls(-1)
 	}
 }
 
@@ -151,7 +172,7 @@ func (c *serverCall) cancel(err error) {
 // states.
 func (c *serverCall) release() {
 	if c.state.CompareAndSwap(callStarted, callReleased) {
-		c.conn.srv.callDone(c.conn)
+		c.callDone()
 	}
 }
 
@@ -178,10 +199,14 @@ func endCall(st *mux.Stream) {
 // begin starts an admitted call, unless it was abandoned before it could
 // start (its slot is then released already). A call that began must end.
 func (c *serverCall) begin() bool {
+	// Running first: abandon may take a started call off the connection's
+	// count of calls at once, and the event loop takes a connection with
+	// neither calls nor running ones for idle.
+	c.conn.ac.AddRunning(1)
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
+		c.conn.ac.AddRunning(-1)
 		return false
 	}
-	c.conn.ac.AddRunning(1)
 	return true
 }
 
