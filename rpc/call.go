@@ -37,16 +37,14 @@ const (
 // when the stream opens. It is also the handler's context: the deadline is
 // checked lazily and a timer is started only if the handler asks for Done.
 type serverCall struct {
-	st       mux.Stream
-	conn     *serverConn
-	h        *handler
-	codec    codec.Codec
-	deadline time.Time    // zero: none
-	md       []byte       // request metadata block, copied
-	state    atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
-	// connFreed is set by whoever takes an admitted call off its
-	// connection's count of calls (MaxCallsPerConn), once: see connDone.
-	connFreed atomic.Bool
+	st        mux.Stream
+	conn      *serverConn
+	h         *handler
+	codec     codec.Codec
+	deadline  time.Time    // zero: none
+	md        []byte       // request metadata block, copied
+	state     atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+	connFreed atomic.Bool  // off its connection's count of calls (connDone)
 	// For a call that came over HTTP: the request's context, which ends
 	// when the client goes away or the server closes (nil for warren
 	// calls), and the stream adapter of a streaming call.
@@ -199,9 +197,8 @@ func endCall(st *mux.Stream) {
 // begin starts an admitted call, unless it was abandoned before it could
 // start (its slot is then released already). A call that began must end.
 func (c *serverCall) begin() bool {
-	// Running first: abandon may take a started call off the connection's
-	// count of calls at once, and the event loop takes a connection with
-	// neither calls nor running ones for idle.
+	// Running first: abandon may take a started call off its connection's
+	// count at once, and a connection with neither is idle.
 	c.conn.ac.AddRunning(1)
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
 		c.conn.ac.AddRunning(-1)

@@ -97,9 +97,7 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 				// Without the token, a caller does not learn which
 				// methods exist.
 				code, msg = errNoToken.Code, errNoToken.Message
-			} else if err := validMethod(string(h.Method)); err != nil {
-				// A name no method can have is a malformed call
-				// header, not an unknown method.
+			} else if err := validMethod(string(h.Method)); err != nil { // malformed, not unknown
 				code, msg = status.InvalidArgument, fmt.Sprintf("malformed call header: method name %q is not of the form Service.Method", h.Method)
 			}
 		}

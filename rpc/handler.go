@@ -62,8 +62,7 @@ func Handle[Req, Resp any](s *Server, method string, fn func(ctx context.Context
 func newHandler[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req) (*Resp, error), opts []MethodOption) *handler {
 	h := &handler{name: method, reqType: reflect.TypeFor[Req](), respType: reflect.TypeFor[Resp]()}
 	h.info.Method = method
-	// What a codec the request type cannot take is told to use instead.
-	takes := "JSON, not %s: its request type has no protobuf schema"
+	takes := "JSON, not %s: its request type has no protobuf schema" // for a codec it cannot take
 	if reflect.PointerTo(h.reqType).Implements(protoMessage) {
 		takes = "JSON or proto, not %s"
 	}
