@@ -112,20 +112,21 @@ type Session struct {
 	streams    streamTable
 	nextID     uint32 // next stream id this side opens
 	lastPeerID uint32 // highest stream id the peer opened
+	goAwayRecv bool   // the peer sent GOAWAY
+	goAwayLast uint32 // last stream id the peer will process
+	goAwayCode wire.Code
+	goAwayMsg  string
+	goAwaySent bool
+	sentLast   uint32
+	pings      map[uint64]chan struct{}
+	free       []*Stream       // released client streams, for reuse
+	lastDone   <-chan struct{} // the Done channel of the last waiter that was not watching its context (see watching)
+	pingSeq    uint64
+	err        error // why the session ended
+
 	// lastRefusedID is, on a client, the highest stream id the server
 	// opened; each was refused (onServerOpen).
 	lastRefusedID uint32
-	goAwayRecv    bool   // the peer sent GOAWAY
-	goAwayLast    uint32 // last stream id the peer will process
-	goAwayCode    wire.Code
-	goAwayMsg     string
-	goAwaySent    bool
-	sentLast      uint32
-	pings         map[uint64]chan struct{}
-	free          []*Stream       // released client streams, for reuse
-	lastDone      <-chan struct{} // the Done channel of the last waiter that was not watching its context (see watching)
-	pingSeq       uint64
-	err           error // why the session ended
 
 	ended      atomic.Bool // err is set (read without mu by Err)
 	goAwayFlag atomic.Bool // goAwayRecv is set (read without mu by GoAwayReason)
