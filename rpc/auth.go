@@ -215,7 +215,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, unauthorizedPage)
+			io.WriteString(w, bridgecore.UnauthorizedPage)
 			return nil
 		}
 		bridgecore.DrainRefused(w, r)
@@ -235,11 +235,3 @@ func wantsHTML(r *http.Request) bool {
 	}
 	return false
 }
-
-// unauthorizedPage answers a browser that came without the token.
-const unauthorizedPage = `<!doctype html><html lang="en"><meta charset="utf-8"><title>warren: token required</title>
-<style>body{background:#0f1419;color:#e6edf3;font:16px/1.5 system-ui,sans-serif;display:grid;place-items:center;height:100vh;margin:0}
-main{max-width:34em;padding:2em;border:1px solid #2a3440;border-radius:14px;background:#171d24}code{color:#4fc3a1}</style>
-<main><h1>Token required</h1><p>This warren server accepts only callers that know its token.
-Open the URL that <code>warren serve</code> printed (<code>http://HOST:PORT/?token=...</code>).</p></main></html>
-`

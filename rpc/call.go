@@ -37,13 +37,14 @@ const (
 // when the stream opens. It is also the handler's context: the deadline is
 // checked lazily and a timer is started only if the handler asks for Done.
 type serverCall struct {
-	st       mux.Stream
-	conn     *serverConn
-	h        *handler
-	codec    codec.Codec
-	deadline time.Time    // zero: none
-	md       []byte       // request metadata block, copied
-	state    atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+	st        mux.Stream
+	conn      *serverConn
+	h         *handler
+	codec     codec.Codec
+	deadline  time.Time    // zero: none
+	md        []byte       // request metadata block, copied
+	state     atomic.Int32 // callIdle, callAdmitted, callStarted or callReleased
+	connFreed atomic.Bool  // off its connection's count of calls (connDone)
 	// For a call that came over HTTP: the request's context, which ends
 	// when the client goes away or the server closes (nil for warren
 	// calls), and the stream adapter of a streaming call.
@@ -114,11 +115,29 @@ func (c *serverCall) Value(key any) any {
 
 func (c *serverCall) String() string { return "warren call " + c.h.name }
 
-// abandon cancels the call and, if it never started, releases its slot.
+// abandon cancels the call and, if it never started, releases its slot. A
+// call that started stops counting against MaxCallsPerConn at once, so that
+// a caller keeping within MaxStreams is not refused for calls it cancelled
+// (PROTOCOL.md, Streams); it counts against MaxCalls until it ends.
 func (c *serverCall) abandon() {
 	c.cancel(context.Canceled)
 	if c.state.CompareAndSwap(callAdmitted, callReleased) {
-		c.conn.srv.callDone(c.conn)
+		c.callDone()
+	} else if c.state.Load() == callStarted {
+		c.connDone()
+	}
+}
+
+// callDone releases the call's slot under the limits.
+func (c *serverCall) callDone() {
+	c.connDone()
+	c.conn.srv.calls.Add(-1)
+}
+
+// connDone takes the call off its connection's count, once.
+func (c *serverCall) connDone() {
+	if c.connFreed.CompareAndSwap(false, true) {
+		c.conn.addCalls(-1)
 	}
 }
 
@@ -151,7 +170,7 @@ func (c *serverCall) cancel(err error) {
 // states.
 func (c *serverCall) release() {
 	if c.state.CompareAndSwap(callStarted, callReleased) {
-		c.conn.srv.callDone(c.conn)
+		c.callDone()
 	}
 }
 
@@ -178,10 +197,13 @@ func endCall(st *mux.Stream) {
 // begin starts an admitted call, unless it was abandoned before it could
 // start (its slot is then released already). A call that began must end.
 func (c *serverCall) begin() bool {
+	// Running first: abandon may take a started call off its connection's
+	// count at once, and a connection with neither is idle.
+	c.conn.addRunning(1)
 	if !c.state.CompareAndSwap(callAdmitted, callStarted) {
+		c.conn.addRunning(-1)
 		return false
 	}
-	c.conn.addRunning(1)
 	return true
 }
 

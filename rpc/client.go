@@ -515,9 +515,13 @@ func callError(err error) error {
 	var mt *wire.MessageTooLargeError
 	var ft *wire.FrameTooLargeError // metadata over the server's MaxFrameSize
 	var ga *GoAwayError
+	var pe *wire.ProtocolError
 	switch {
 	case errors.As(err, &se):
 		return err
+	case errors.As(err, &pe):
+		// The server broke the protocol: this side closed the connection.
+		return &status.Error{Code: status.Internal, Message: err.Error(), Cause: err}
 	case errors.As(err, &ga) && ga.Code != status.OK && ga.Code != status.Unavailable:
 		// The server refused the connection (a limit or a policy).
 		return &status.Error{Code: ga.Code, Message: ga.Message, Cause: err}

@@ -23,7 +23,7 @@ import (
 // its handler, nil for an unknown method), its policy allows the peer, the
 // codec exists, and the call fits under the concurrency limits and the
 // peer's rate limit. It never blocks. An admitted call holds a slot under
-// the limits until s.callDone(sc). A refused one gets the code and message
+// the limits until its callDone. A refused one gets the code and message
 // to refuse it with; for an unknown method the message is left to the
 // caller, which has the name.
 func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Code, string) {
@@ -97,6 +97,8 @@ func (sc *serverConn) onStream(st *mux.Stream, h *wire.CallHeader) {
 				// Without the token, a caller does not learn which
 				// methods exist.
 				code, msg = errNoToken.Code, errNoToken.Message
+			} else if err := validMethod(string(h.Method)); err != nil { // malformed, not unknown
+				code, msg = status.InvalidArgument, fmt.Sprintf("malformed call header: method name %q is not of the form Service.Method", h.Method)
 			}
 		}
 		st.Refuse(code, msg)
@@ -174,11 +176,6 @@ func (s *Server) startCall(st *mux.Stream) (inline bool) {
 const inlineMax = 16 << 10
 
 func runCall(st *mux.Stream) { st.Owner.(*serverCall).run() }
-
-func (s *Server) callDone(sc *serverConn) {
-	sc.addCalls(-1)
-	s.calls.Add(-1)
-}
 
 // dispatch hands c to an idle worker, or starts one. The number of workers is
 // bounded by MaxCalls, since every call was admitted under it, plus the

@@ -99,3 +99,42 @@ func TestGoAwayErrorNames(t *testing.T) {
 		t.Fatalf("refused call: %v, GOAWAY code %v, want PermissionDenied", err, ga.Code)
 	}
 }
+
+// TestConnectionErrorStatus checks PROTOCOL.md, Errors: a call open on a
+// connection that its client closes for a protocol error fails with
+// Internal; the next call dials again.
+func TestConnectionErrorStatus(t *testing.T) {
+	dials := 0
+	c, err := Dial("unix:///fake", &ClientOptions{Dialer: func(ctx context.Context, _ string) (net.Conn, error) {
+		dials++
+		cc, sc := net.Pipe()
+		go func() {
+			if _, err := wire.ReadPreface(sc); err != nil {
+				return
+			}
+			sc.Write(wire.AppendPreface(nil, wire.Settings{}))
+			var hb [wire.HeaderSize]byte
+			if _, err := io.ReadFull(sc, hb[:]); err != nil {
+				return
+			}
+			h, _ := wire.ParseHeader(hb[:])
+			go io.Copy(io.Discard, sc) // net.Pipe does not buffer
+			// An unknown frame type on the call's stream.
+			sc.Write(wire.AppendHeader(nil, wire.Header{Stream: h.Stream, Type: 0x9}))
+		}()
+		return cc, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 2 {
+		_, err = Call[Empty, Empty](testCtx(t, 10*time.Second), c, "Any.Call", &Empty{})
+		if status.CodeOf(err) != status.Internal {
+			t.Fatalf("call %d: %v, want Internal", i, err)
+		}
+	}
+	if dials != 2 {
+		t.Fatalf("%d dials, want 2", dials)
+	}
+}

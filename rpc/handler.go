@@ -62,11 +62,16 @@ func Handle[Req, Resp any](s *Server, method string, fn func(ctx context.Context
 func newHandler[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req) (*Resp, error), opts []MethodOption) *handler {
 	h := &handler{name: method, reqType: reflect.TypeFor[Req](), respType: reflect.TypeFor[Resp]()}
 	h.info.Method = method
+	takes := "JSON, not %s: its request type has no protobuf schema" // for a codec it cannot take
+	if reflect.PointerTo(h.reqType).Implements(protoMessage) {
+		takes = "JSON or proto, not %s"
+	}
+	takes = method + " takes " + takes
 	h.unary = func(ctx context.Context, cd codec.Codec, data, dst []byte) ([]byte, error) {
 		req := new(Req)
 		if err := cd.Unmarshal(data, req); err != nil {
 			if errors.Is(err, codec.ErrUnsupportedType) {
-				return dst, status.Errorf(status.InvalidArgument, "%s takes JSON, not %s: its request type has no protobuf schema", method, cd.Name())
+				return dst, status.Errorf(status.InvalidArgument, takes, cd.Name())
 			}
 			return dst, status.Errorf(status.InvalidArgument, "decoding %s request as %s: %v", method, cd.Name(), err)
 		}

@@ -5,9 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -52,7 +50,7 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, enc
 		}
 		gz = true
 	}
-	timeout, hasTimeout, err := parseTimeout(r.Header["Connect-Timeout-Ms"])
+	timeout, hasTimeout, err := bridgecore.ParseTimeout(r.Header["Connect-Timeout-Ms"])
 	if err != nil {
 		fail(status.Errorf(status.InvalidArgument, "Connect-Timeout-Ms: %v", err))
 		return
@@ -179,26 +177,6 @@ func gzipReply(out []byte) *bytes.Buffer {
 }
 
 func equalFold(a, b string) bool { return len(a) == len(b) && bytes.EqualFold([]byte(a), []byte(b)) }
-
-// parseTimeout reads Connect-Timeout-Ms: 1 to 10 digits of milliseconds,
-// as the Connect protocol has it (and connect-go reads it).
-func parseTimeout(v []string) (time.Duration, bool, error) {
-	if len(v) == 0 {
-		return 0, false, nil
-	}
-	t := v[0]
-	if len(t) == 0 || len(t) > 10 {
-		return 0, false, fmt.Errorf("%q is not 1 to 10 digits", t)
-	}
-	ms, err := strconv.ParseInt(t, 10, 64)
-	switch {
-	case err != nil:
-		return 0, false, fmt.Errorf("%q is not a number of milliseconds", t)
-	case ms < 0:
-		return 0, false, fmt.Errorf("%q is negative", t)
-	}
-	return time.Duration(ms) * time.Millisecond, true, nil
-}
 
 // appendRequestMetadata returns the metadata block of a request's headers,
 // keys in lower case (as warren metadata is by convention); nil for none.

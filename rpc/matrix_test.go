@@ -219,6 +219,7 @@ func TestMatrix(t *testing.T) {
 		{"PeerIdentity", mxPeerIdentity},
 		{"Deadline", mxDeadline},
 		{"Cancel", mxCancel},
+		{"CancelFreesConnSlot", mxCancelFreesConnSlot},
 		{"Metadata", mxMetadata},
 		{"StatusDetails", mxStatusDetails},
 		{"UnknownMethod", mxUnknownMethod},
@@ -307,6 +308,11 @@ func mxProto(t *testing.T, tr mxTransport) {
 	}
 	if string(out) != `"json:x"` {
 		t.Fatalf("protojson reply %s, want \"json:x\"", out)
+	}
+	// The raw codec is refused, naming the codecs the method takes.
+	err = e.client.Invoke(ctx, "P.Echo", []byte("x"), &out, WithCodec(codec.Raw))
+	if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), "P.Echo takes JSON or proto, not raw") {
+		t.Fatalf("raw codec: %v", err)
 	}
 }
 
@@ -518,6 +524,13 @@ func mxUnknownMethod(t *testing.T, tr mxTransport) {
 	if status.CodeOf(err) != status.Unimplemented || !strings.Contains(err.Error(), "Nope.Missing") {
 		t.Fatalf("err = %v, want Unimplemented naming Nope.Missing", err)
 	}
+	// A name no method can have is a malformed call header: InvalidArgument.
+	for _, name := range []string{"/Nope/Missing", "Nope", "Nope.", ".Missing", "Nope.Miss ing"} {
+		_, err := Call[Empty, Empty](context.Background(), e.client, name, &Empty{})
+		if status.CodeOf(err) != status.InvalidArgument || !strings.Contains(err.Error(), "Service.Method") {
+			t.Fatalf("%q: err = %v, want InvalidArgument", name, err)
+		}
+	}
 	// The connection is still up.
 	if _, err := Call[Empty, MethodList](context.Background(), e.client, IntrospectionMethod, &Empty{}); err != nil {
 		t.Fatal(err)
@@ -674,4 +687,45 @@ func mxCloseFailsPending(t *testing.T, tr mxTransport) {
 	if err := e.waitServe(5 * time.Second); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve returned %v, want ErrServerClosed", err)
 	}
+}
+
+// mxCancelFreesConnSlot checks PROTOCOL.md, Streams: a cancelled call stops
+// counting against MaxCallsPerConn at once, though its handler still runs,
+// so a caller that cancels one of its calls at the limit and calls again
+// is not refused.
+func mxCancelFreesConnSlot(t *testing.T, tr mxTransport) {
+	srv := NewServer(&ServerOptions{MaxCallsPerConn: 2, CallRate: -1})
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	Handle(srv, "T.Block", func(ctx context.Context, _ *Empty) (*Empty, error) {
+		started <- struct{}{}
+		<-release // ignores its context: the handler outlives the cancel
+		return &Empty{}, nil
+	})
+	e := startMatrix(t, tr, srv, nil)
+	defer close(release)
+	ctxs := make([]context.CancelFunc, 2)
+	errc := make(chan error, 3)
+	for i := range ctxs {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctxs[i] = cancel
+		go func() { _, err := Call[Empty, Empty](ctx, e.client, "T.Block", &Empty{}); errc <- err }()
+		<-started
+	}
+	ctxs[0]()
+	if err := <-errc; status.CodeOf(err) != status.Canceled {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, err := Call[Empty, Empty](ctx, e.client, "T.Block", &Empty{}); errc <- err }()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("call after a cancel at the limit: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("call after a cancel at the limit did not start")
+	}
+	ctxs[1]()
+	cancel()
 }

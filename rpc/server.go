@@ -58,8 +58,9 @@ type ServerOptions struct {
 	MaxConnsPerPID int
 	// MaxCallsPerConn bounds concurrent calls on one connection; 0 means
 	// 1024, negative unlimited. A call counts from its arrival until the
-	// end of its reply is queued for writing, so a client that never has
-	// more calls in flight is never refused.
+	// end of its reply is queued for writing, or until it is cancelled
+	// (its handler may run on, counted by MaxCalls), so a client that never
+	// has more calls in flight is never refused.
 	MaxCallsPerConn int
 	// MaxCalls bounds concurrent calls on the whole server; 0 means 16384,
 	// negative unlimited.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/status"
 )
@@ -15,14 +16,14 @@ import (
 // sent, and then closes every connection. If ctx ends first, Shutdown closes
 // everything at once and returns ctx's error.
 //
-// Each session gets a GOAWAY and then a PING (mux.Drain); a connection is
+// Each session gets a GOAWAY and then a PING (drain.Drain); a connection is
 // closed only once its peer has acknowledged the PING, closed, or
-// mux.DrainLinger has passed, so that no call the peer sent before it saw
+// drain.Linger has passed, so that no call the peer sent before it saw
 // the GOAWAY is left unread and unanswered.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	const why = "server is shutting down"
-	var dr mux.Drain
+	var dr drain.Drain
 	dr.GoAway(ctx, s.beginClose(), status.Unavailable, why)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -34,7 +35,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		handshaking = handshaking || s.ev.Open.Load() > 0   // a loop has yet to register its idle sessions
 		dr.GoAway(ctx, late, status.Unavailable, why)       // (their own GOAWAY is out already)
 		busy := s.calls.Load() > 0 || s.replying.Load() > 0 // calls first: see serverCall.replyHTTP
-		if !busy && dr.Acked() && (!handshaking || time.Since(start) > mux.DrainLinger) {
+		if !busy && dr.Acked() && (!handshaking || time.Since(start) > drain.Linger) {
 			break
 		}
 		select {
@@ -60,7 +61,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // undrained returns the sessions not yet in dr, and whether a connection
 // that may speak warren is still in its handshake.
-func (s *Server) undrained(dr *mux.Drain) (late []*mux.Session, handshaking bool) {
+func (s *Server) undrained(dr *drain.Drain) (late []*mux.Session, handshaking bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sc := range s.conns {

@@ -155,10 +155,10 @@ def dec_preface(b):
     for k in range(count):
         sid, v = struct.unpack_from(">HI", b, 6 + 6 * k)
         if sid in SETTINGS:
-            name, _, lo, hi = SETTINGS[sid]
-            if not lo <= v <= hi:
-                raise DecodeError("bad_setting", f"{name} = {v}")
-            out[name] = v
+            out[SETTINGS[sid][0]] = v  # the last value wins
+    for name, _, lo, hi in SETTINGS.values():  # only the values in effect are checked
+        if not lo <= out[name] <= hi:
+            raise DecodeError("bad_setting", f"{name} = {out[name]}")
     return out, size
 
 
@@ -622,10 +622,13 @@ def check_calls(path):
     expect([json.loads(m) for m in msgs] == [{"a": [1, 2, 3]}], f"Test.Echo: replies {msgs}")
     ok("unary Test.Echo (JSON)")
 
-    for spelling in (b"/Test/Echo", b"/Test.Echo"):
-        msgs, tr, _ = c.unary(spelling, JSON, b"{}")
-        expect(tr[0] == 12 and not msgs, f"{spelling}: status {tr}, want 12 (Unimplemented)")
-    ok("HTTP spellings /Test/Echo and /Test.Echo are not method names: 12 (Unimplemented)")
+    for name in (b"/Test/Echo", b"/Test.Echo", b"Nope", b"Test.", b".Echo", b"Test.Ec ho"):
+        msgs, tr, _ = c.unary(name, JSON, b"{}")
+        expect(tr[0] == 3 and not msgs, f"{name}: status {tr}, want 3 (InvalidArgument)")
+    ok("names not of the form Service.Method (HTTP spellings, no dot): 3 (InvalidArgument)")
+    msgs, tr, _ = c.unary(b"Test.Nope", JSON, b"{}")
+    expect(tr[0] == 12 and not msgs, f"Test.Nope: status {tr}, want 12 (Unimplemented)")
+    ok("a well-formed name the server does not serve: 12 (Unimplemented)")
 
     st = c.open(b"Test.Count", JSON)
     c.send_message(st, b'{"n":5}', True)
@@ -715,25 +718,50 @@ def check_settings(path):
 
 
 def check_shutdown(path, pid):
+    """The drain (PROTOCOL.md, Go-away): GOAWAY comes before the drain ends any stream;
+    calls at or below its last stream id complete; a call sent in the race
+    with it is either processed or answered with TRAILERS code 14 (never
+    processed), never neither; the connection ends without a reset."""
     c = Conn(path)
-    st = c.open(b"Test.Sleep", JSON)
-    c.send_message(st, b'{"ms":300}', True)
+    a = c.open(b"Test.Sleep", JSON)
+    c.send_message(a, b'{"ms":300}', True)
     c.ping(b"in place")  # the call is in before the signal
     os.kill(pid, signal.SIGTERM)
-    while c.goaway is None:
-        c.read_frame()
-    last, code, msg = c.goaway
-    expect(code == 14, f"shutdown GOAWAY code {code}, want 14 (Unavailable)")
-    expect(last == st.id, f"shutdown GOAWAY last stream id {last}, want {st.id}")
-    msgs, tr = c.finish(st)
-    expect(tr[0] == 0 and [json.loads(m) for m in msgs] == [{"slept": 300}],
-           f"the call in progress did not complete: {msgs} {tr}")
+    b = c.open(b"Test.Echo", JSON)  # races with the GOAWAY
+    c.send_message(b, b'{"b":1}', True)
+    events = []  # in order: ("goaway", last, code, msg) and ("trailers", stream, code)
     try:
         while True:
-            c.read_frame()
-    except (EOFError, ConnectionResetError):
+            sid, typ, _, p = c.read_frame()
+            if typ == GOAWAY:
+                events.append(("goaway",) + dec_goaway(p))
+            elif typ == TRAILERS:
+                events.append(("trailers", sid, dec_trailer(p)[0]))
+    except EOFError:
         pass
-    ok(f"graceful shutdown: GOAWAY code 14 ({msg.decode()!r}), last stream {last} completed, connection closed")
+    except ConnectionResetError:
+        raise Fail(f"the connection was reset during the drain; frames read: {events}")
+    first = next((i for i, e in enumerate(events) if e[0] == "goaway"), None)
+    expect(first is not None, f"no GOAWAY: {events}")
+    # Before the GOAWAY, only calls that ran to their end (not ended by the drain).
+    early = [e for e in events[:first] if e[2] != 0 or e[1] == a.id]
+    expect(not early, f"a stream ended before the GOAWAY: {events}")
+    _, last, code, msg = events[first]
+    expect(code == 14, f"shutdown GOAWAY code {code}, want 14 (Unavailable)")
+    expect(a.id <= last, f"shutdown GOAWAY last stream id {last}, below the call in progress {a.id}")
+    ends = {e[1]: e[2] for e in events if e[0] == "trailers"}
+    msgs = [json.loads(m) for m, _ in a.messages]
+    expect(ends.get(a.id) == 0 and msgs == [{"slept": 300}],
+           f"the call in progress did not complete: {msgs} {ends.get(a.id)}")
+    got = [json.loads(m) for m, _ in b.messages]
+    if b.id <= last:
+        expect(ends.get(b.id) == 0 and got == [{"b": 1}], f"call {b.id} at or below {last} did not complete: {got} {ends.get(b.id)}")
+        race = "processed"
+    else:
+        expect(ends.get(b.id) == 14 and not got, f"call {b.id} above {last}: {got} {ends.get(b.id)}, want TRAILERS 14")
+        race = "answered 14, never processed"
+    ok(f"graceful shutdown: GOAWAY code 14 ({msg.decode()!r}) first, last stream {last} completed, "
+       f"the racing call {race}, connection closed without a reset")
 
 
 def main():

@@ -415,11 +415,11 @@ func TestList(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []string{
 		"METHOD KIND REQUEST REPLY",
-		"Counter.Get unary {name: string} {name: string, value: integer}",
-		"Counter.Inc unary {name: string, by: integer} {name: string, value: integer}",
-		"Counter.List unary {} {counters: [{name: string, value: integer}]}",
-		"Counter.Set unary {name: string, value: integer} {name: string, value: integer}",
-		"Counter.Watch server_stream {name: string} stream {name: string, value: integer}",
+		"Counter.Get unary {name: string} {name: string, value: string}",
+		"Counter.Inc unary {name: string, by: string} {name: string, value: string}",
+		"Counter.List unary {} {counters: [{name: string, value: string}]}",
+		"Counter.Set unary {name: string, value: string} {name: string, value: string}",
+		"Counter.Watch server_stream {name: string} stream {name: string, value: string}",
 	}
 	for i, w := range want {
 		if i >= len(lines) || strings.Join(strings.Fields(lines[i]), " ") != w {

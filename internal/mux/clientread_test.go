@@ -232,3 +232,47 @@ func TestOwnReadContexts(t *testing.T) {
 		t.Fatalf("session ended: %v", err)
 	}
 }
+
+// TestServerOpenedStream checks that a client refuses a stream the server
+// opens: 12 for a call, 3 for a malformed call header, a connection error
+// for an id not above the last one; the client's own calls go on.
+func TestServerOpenedStream(t *testing.T) {
+	raw, c := rawServer(t, connKinds[1], nil, wire.Settings{})
+	ctx := testCtx(t)
+	st, err := c.Open(ctx, mux.Call{Method: "Svc.Echo", Msg: []byte("req"), End: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Release()
+	raw.expect(wire.TypeHeaders, st.ID())
+	raw.mustWrite(headersFrame(2, wire.FlagEnd, "Cb.Notify"),
+		wire.AppendFrame(nil, 4, wire.TypeHeaders, wire.FlagEnd, []byte{0, 0, 0}),
+		dataFrame(st.ID(), 0, []byte("reply")), trailersFrame(st.ID(), codeOK, ""))
+	if m, err := st.Recv(ctx); err != nil || string(m.B) != "reply" {
+		t.Fatalf("Recv: %v", err)
+	}
+	for _, want := range []struct {
+		id   uint32
+		code wire.Code
+	}{{2, codeUnimplemented}, {4, codeInvalidArgument}} {
+		f := raw.expectAny()
+		for f.Type != wire.TypeTrailers {
+			f = raw.expectAny() // the call's DATA
+		}
+		tr, err := wire.ParseTrailer(f.P)
+		if f.Stream != want.id || err != nil || wire.Code(tr.Code) != want.code {
+			t.Fatalf("TRAILERS on stream %d: %+v %v, want code %v on stream %d", f.Stream, tr, err, want.code, want.id)
+		}
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("session ended: %v", err)
+	}
+	raw.mustWrite(headersFrame(4, wire.FlagEnd, "Cb.Notify"))
+	if _, err := c.Ping(ctx); err == nil {
+		t.Fatal("stream 4 opened twice: the session is still up")
+	}
+	var pe *wire.ProtocolError
+	if err := waitDone(t, c); !errors.As(err, &pe) {
+		t.Fatalf("session ended with %T %v, want *wire.ProtocolError", err, err)
+	}
+}

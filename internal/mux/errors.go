@@ -32,6 +32,7 @@ const (
 	codeInvalidArgument    wire.Code = 3
 	codeResourceExhausted  wire.Code = 8
 	codeFailedPrecondition wire.Code = 9
+	codeUnimplemented      wire.Code = 12
 	codeInternal           wire.Code = 13
 	codeUnavailable        wire.Code = 14
 )

@@ -59,6 +59,9 @@ func (s *Session) handle(h wire.Header, p []byte) error {
 		return s.onData(h, p)
 	case wire.TypeHeaders:
 		if s.client {
+			if h.Stream%2 == 0 {
+				return s.onServerOpen(h, p)
+			}
 			return s.onReplyHeaders(h, p)
 		}
 		return s.onOpen(h, p)
@@ -208,6 +211,27 @@ func (s *Session) onOpen(h wire.Header, p []byte) error {
 		st.requested = true // half-closed without a message
 		s.cfg.OnRequest(st)
 	}
+	return nil
+}
+
+// onServerOpen answers a server's HEADERS opening a stream (an even id): a
+// client serves no methods, so it refuses the call as a server refuses a
+// method it does not serve, with 12 (3 for a call header that does not
+// decode). Later frames of the stream are ignored as those of any closed
+// stream.
+func (s *Session) onServerOpen(h wire.Header, p []byte) error {
+	s.mu.Lock()
+	if h.Stream <= s.lastRefusedID {
+		s.mu.Unlock()
+		return &wire.ProtocolError{Reason: fmt.Sprintf("stream id %d not above %d", h.Stream, s.lastRefusedID)}
+	}
+	s.lastRefusedID = h.Stream
+	s.mu.Unlock()
+	code, msg := codeUnimplemented, "this client serves no methods"
+	if _, err := wire.ParseCallHeader(p); err != nil {
+		code, msg = codeInvalidArgument, "malformed call header: "+err.Error()
+	}
+	s.refuse(h.Stream, code, msg)
 	return nil
 }
 

@@ -124,6 +124,10 @@ type Session struct {
 	pingSeq    uint64
 	err        error // why the session ended
 
+	// lastRefusedID is, on a client, the highest stream id the server
+	// opened; each was refused (onServerOpen).
+	lastRefusedID uint32
+
 	ended      atomic.Bool // err is set (read without mu by Err)
 	goAwayFlag atomic.Bool // goAwayRecv is set (read without mu by GoAwayReason)
 

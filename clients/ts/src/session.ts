@@ -14,6 +14,7 @@ import {
   HEADER_SIZE,
   WireError,
   checkHeader,
+  decodeCallHeader,
   decodeGoAway,
   decodeMetadata,
   decodePreface,
@@ -650,8 +651,15 @@ export class Session {
     if (type === FrameType.Headers) {
       if (id <= this.lastPeerId) throw new WireError("bad_frame", `the server opened stream ${id}, not above its last stream ${this.lastPeerId}`);
       this.lastPeerId = id;
-      // This client serves no methods: refuse the call.
-      this.frame(id, FrameType.Trailers, FLAG_END, encodeTrailer({ code: 12, message: "this client serves no methods" }));
+      // This client serves no methods: refuse the call (3 if its header does not decode).
+      let refusal = { code: 12, message: "this client serves no methods" };
+      try {
+        decodeCallHeader(payload);
+      } catch (e) {
+        if (!(e instanceof WireError)) throw e;
+        refusal = { code: 3, message: "malformed call header" };
+      }
+      this.frame(id, FrameType.Trailers, FLAG_END, encodeTrailer(refusal));
       return;
     }
     if (id > this.lastPeerId) throw new WireError("bad_frame", `${typeName(type)} frame on stream ${id}, which the server never opened`);

@@ -178,17 +178,20 @@ describe("fake server", () => {
     }
   });
 
-  test("a stream opened by the server is refused with unimplemented", async () => {
-    let t;
+  test("a stream opened by the server is refused with unimplemented (invalid_argument if its header does not decode)", async () => {
+    let t, bad;
     const srv = await fakeServer(async (peer) => {
       peer.frame(2, H.Headers, 0, w.encodeCallHeader("Client.Method", 1, 0));
       t = await peer.next((f) => f.type === H.Trailers && f.stream === 2);
+      peer.frame(4, H.Headers, 0, Uint8Array.from([0, 0, 0]));
+      bad = await peer.next((f) => f.type === H.Trailers && f.stream === 4);
       echo(peer);
     });
     try {
       const c = await connect(srv.addr);
       assert.equal(await c.call("T.M", "x"), "x");
       assert.equal(w.decodeTrailer(t.payload).code, 12);
+      assert.equal(w.decodeTrailer(bad.payload).code, 3);
       await c.close();
     } finally {
       await srv.close();
