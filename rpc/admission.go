@@ -30,9 +30,11 @@ func (s *Server) initAdmission() {
 
 // refuseAtAccept refuses, as ServeConn would, a plain unix or TCP
 // connection whose peer p the policy refuses, from the accepting goroutine:
-// at most maxRefusingAtAccept such peers are answered at once (refuseConn,
-// on a goroutine of its own), others are closed at once, so that a flood of
-// refused peers holds few goroutines and descriptors.
+// at most maxRefusingAtAccept such peers at once are answered in their own
+// protocol (refuseConn, which may wait RefusePeekWait for their first
+// bytes, on a goroutine of its own); the others get the warren refusal at
+// once (admit.Core.Refuse, within its caps), so that a flood of refused
+// peers holds few goroutines and descriptors.
 func (s *Server) refuseAtAccept(conn net.Conn, p *peer.Peer) bool {
 	if p.Network != "unix" && p.Network != "tcp" || p.TLS != nil {
 		return false
@@ -41,24 +43,24 @@ func (s *Server) refuseAtAccept(conn net.Conn, p *peer.Peer) bool {
 	if err == nil {
 		return false
 	}
-	key := admit.PeerKey(p)
-	s.adm.Refused(p, key, err.Error())
+	key, reason := admit.PeerKey(p), err.Error()
+	s.adm.Refused(p, key, reason)
 	if s.refusing.Add(1) > maxRefusingAtAccept {
 		s.refusing.Add(-1)
-		conn.Close()
+		s.adm.Refuse(conn, key, s.opts.Settings, reason, status.PermissionDenied)
 		return true
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.refusing.Add(-1)
-		s.refuseConn(conn, key, err.Error(), status.PermissionDenied)
+		s.refuseConn(conn, key, reason, status.PermissionDenied)
 	}()
 	return true
 }
 
-// maxRefusingAtAccept bounds the refused peers being answered at once.
-const maxRefusingAtAccept = 64
+// maxRefusingAtAccept bounds the refused peers answered in their protocol.
+const maxRefusingAtAccept = 16
 
 // shedConn sheds c, a connection served by a goroutine that the admission
 // core has uncounted to make room for another: it is told GOAWAY
