@@ -458,12 +458,13 @@ func (s *Server) ServeConn(conn net.Conn) {
 // serveConn is ServeConn for conn, wrapped by rawio, whose peer is p.
 func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	key := admit.PeerKey(p)
-	if !s.adm.StartHandshake(key, p) {
+	hs := s.adm.StartHandshake(key, p, func() { conn.Close() })
+	if hs == nil {
 		conn.Close()
 		return
 	}
-	var once sync.Once
-	endHandshake := func() { once.Do(func() { s.adm.EndHandshake(key) }) }
+	var once sync.Once // evicted by a newcomer of another process: closed
+	endHandshake := func() { once.Do(func() { s.adm.EndHandshake(hs) }) }
 	defer endHandshake()
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
