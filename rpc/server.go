@@ -458,13 +458,12 @@ func (s *Server) ServeConn(conn net.Conn) {
 // serveConn is ServeConn for conn, wrapped by rawio, whose peer is p.
 func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	key := admit.PeerKey(p)
-	hs := s.adm.StartHandshake(key, p, func() { conn.Close() })
-	if hs == nil {
+	h := s.adm.StartHandshake(key, p, func() { conn.Close() })
+	if h == nil {
 		conn.Close()
 		return
 	}
-	var once sync.Once // evicted by a newcomer of another process: closed
-	endHandshake := func() { once.Do(func() { s.adm.EndHandshake(hs) }) }
+	endHandshake := func() { s.adm.EndHandshake(h) } // idempotent
 	defer endHandshake()
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
