@@ -458,7 +458,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 // serveConn is ServeConn for conn, wrapped by rawio, whose peer is p.
 func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	key := admit.PeerKey(p)
-	h := s.adm.StartHandshake(key, p, func() { conn.Close() })
+	h := s.adm.StartHandshake(key, p, func(*admit.Handshake) { conn.Close() })
 	if h == nil {
 		conn.Close()
 		return

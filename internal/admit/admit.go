@@ -447,7 +447,7 @@ func (k *Core) CallRefused(p *peer.Peer, reason string) {
 type Handshake struct {
 	key   string
 	pid   int32
-	evict func()
+	evict func(*Handshake)
 	done  bool // ended, or evicted
 }
 
@@ -463,10 +463,11 @@ type hsPeer struct {
 // has MaxHandshakesPerPeer already and p is a process (pid) holding fewer
 // of them than another process of the peer, the oldest connection of the
 // process holding the most is evicted to make room: uncounted, and evict
-// (given with that connection's StartHandshake) called with k's lock held,
-// so evict must only close the connection or ask its engine to. Otherwise
+// (given with that connection's StartHandshake) called with its count and
+// k's lock held, so evict must only close the connection or ask its
+// engine to, and take no lock held around a call to k. Otherwise
 // the connection is refused (counted and logged) and the result is nil.
-func (k *Core) StartHandshake(key string, p *peer.Peer, evict func()) *Handshake {
+func (k *Core) StartHandshake(key string, p *peer.Peer, evict func(*Handshake)) *Handshake {
 	h := &Handshake{key: key, evict: evict}
 	if p.HasCred {
 		h.pid = int32(p.PID)
@@ -491,7 +492,7 @@ func (k *Core) StartHandshake(key string, p *peer.Peer, evict func()) *Handshake
 		if len(hog) > len(hp.byPID[h.pid])+1 {
 			v := hog[0]
 			k.endLocked(hp, v)
-			v.evict()
+			v.evict(v)
 			ok = true
 		}
 	}

@@ -206,7 +206,7 @@ func TestHandshakeCap(t *testing.T) {
 	key := admit.PeerKey(p)
 	var first *admit.Handshake
 	for i := range admit.MaxHandshakesPerPeer {
-		h := k.StartHandshake(key, p, func() { t.Error("a connection without a pid evicted") })
+		h := k.StartHandshake(key, p, func(*admit.Handshake) { t.Error("a connection without a pid evicted") })
 		if h == nil {
 			t.Fatalf("handshake %d refused", i)
 		}
@@ -243,10 +243,10 @@ func TestHandshakeFair(t *testing.T) {
 	evicted := make([]int, admit.MaxHandshakesPerPeer)
 	var hs []*admit.Handshake
 	for i := range admit.MaxHandshakesPerPeer - 2 {
-		hs = append(hs, k.StartHandshake(key, hog, func() { evicted[i]++ }))
+		hs = append(hs, k.StartHandshake(key, hog, func(*admit.Handshake) { evicted[i]++ }))
 	}
-	small := k.StartHandshake(key, proc(11), func() { t.Error("the smaller process evicted") })
-	small2 := k.StartHandshake(key, proc(11), func() { t.Error("the smaller process evicted") })
+	small := k.StartHandshake(key, proc(11), func(*admit.Handshake) { t.Error("the smaller process evicted") })
+	small2 := k.StartHandshake(key, proc(11), func(*admit.Handshake) { t.Error("the smaller process evicted") })
 	if slices.Contains(hs, nil) || small == nil || small2 == nil {
 		t.Fatal("a handshake under the cap refused")
 	}
@@ -254,7 +254,7 @@ func TestHandshakeFair(t *testing.T) {
 		t.Fatal("the hogging process admitted over the cap")
 	}
 	for i := range 3 {
-		if k.StartHandshake(key, proc(20+i), func() { t.Error("a newcomer evicted") }) == nil {
+		if k.StartHandshake(key, proc(20+i), func(*admit.Handshake) { t.Error("a newcomer evicted") }) == nil {
 			t.Fatalf("newcomer %d refused", i)
 		}
 		if evicted[i] != 1 || evicted[i+1] != 0 {
@@ -266,7 +266,7 @@ func TestHandshakeFair(t *testing.T) {
 		t.Fatal("an evicted connection's end freed a slot")
 	}
 	k.EndHandshake(small)
-	if k.StartHandshake(key, hog, func() {}) == nil {
+	if k.StartHandshake(key, hog, func(*admit.Handshake) {}) == nil {
 		t.Fatal("refused after one ended")
 	}
 	if k.Rejected() != 2 {

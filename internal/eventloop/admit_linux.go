@@ -193,8 +193,7 @@ func (l *evLoop) endHandshake(rec *loopConn) {
 // make room for another process's is closed in the loop's next round.
 func (l *evLoop) startHandshake(rec *loopConn, p *peer.Peer) bool {
 	fd := int32(rec.fd())
-	var h *admit.Handshake
-	h = l.adm.StartHandshake(l.peerKey(rec), p, func() {
+	h := l.adm.StartHandshake(l.peerKey(rec), p, func(h *admit.Handshake) {
 		l.amu.Lock()
 		defer l.amu.Unlock()
 		if !l.adoptOff {
