@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,6 +106,7 @@ func TestConnLimits(t *testing.T) {
 		{"MaxConnsPerUID", true, limMaxConnsPerUID},
 		{"PerProcess", true, limPerProcess},
 		{"ShedIdle", true, limShedIdle},
+		{"HandshakeFairness", true, limHandshakeFairness},
 		{"RefusedPeersCheap", false, limRefusedPeersCheap},
 		{"UnauthenticatedCap", false, limUnauthenticatedCap},
 	}
@@ -227,6 +229,44 @@ func limShedIdle(t *testing.T, start func(*ServerOptions) *limEnv, _ bool) {
 			}
 			return err == nil
 		})
+	}
+}
+
+// limHandshakeFairness: a process whose silent connections fill its uid's
+// cap on connections in their handshake does not lock out the uid's other
+// processes: a newcomer from another process evicts the hog's oldest
+// silent connection and is served within 3 s.
+func limHandshakeFairness(t *testing.T, start func(*ServerOptions) *limEnv, _ bool) {
+	e := start(&ServerOptions{MaxConnsPerUID: 1000, MaxConnsPerPID: 1000})
+	const silent = 300
+	conns := e.dialSilent(t, silent)
+	eventually(t, func() bool { return e.srv.Stats().ConnsRejected >= silent-admit.MaxHandshakesPerPeer })
+	for i := range 2 {
+		begin := time.Now()
+		if err := callFromOtherProcess(t, e.addr); err != nil {
+			t.Fatalf("call %d from another process with the uid's handshake cap full: %v", i, err)
+		}
+		d := time.Since(begin)
+		if d > 3*time.Second {
+			t.Fatalf("call %d from another process took %v, want at most 3 s", i, d)
+		}
+		t.Logf("call %d from another process (a new test process) served in %v", i, d)
+	}
+	// The server closed those over the cap and one evicted by the first
+	// call (the second took the slot the first left).
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if want := silent - admit.MaxHandshakesPerPeer + 1; int(closed.Load()) < want {
+		t.Fatalf("%d of the hog's silent connections closed, want %d", closed.Load(), want)
 	}
 }
 

@@ -458,12 +458,12 @@ func (s *Server) ServeConn(conn net.Conn) {
 // serveConn is ServeConn for conn, wrapped by rawio, whose peer is p.
 func (s *Server) serveConn(conn net.Conn, p *peer.Peer) {
 	key := admit.PeerKey(p)
-	if !s.adm.StartHandshake(key, p) {
+	h := s.adm.StartHandshake(key, p, func(*admit.Handshake) { conn.Close() })
+	if h == nil {
 		conn.Close()
 		return
 	}
-	var once sync.Once
-	endHandshake := func() { once.Do(func() { s.adm.EndHandshake(key) }) }
+	endHandshake := func() { s.adm.EndHandshake(h) } // idempotent
 	defer endHandshake()
 	if hs, ok := conn.(interface{ Handshake(context.Context) error }); ok {
 		ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())

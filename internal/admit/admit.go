@@ -157,7 +157,7 @@ type Core struct {
 	perPID      map[int32]int
 	limiters    map[string]*Limiter
 	draining    bool
-	handshaking map[string]int
+	handshaking map[string]*hsPeer
 	refusing    map[string]int
 	lingering   map[net.Conn]struct{}
 	closed      bool
@@ -443,31 +443,98 @@ func (k *Core) CallRefused(p *peer.Peer, reason string) {
 	})
 }
 
+// Handshake is one connection counted in its handshake (StartHandshake).
+type Handshake struct {
+	key   string
+	pid   int32
+	evict func(*Handshake)
+	done  bool // ended, or evicted
+}
+
+// hsPeer is the connections of one peer key in their handshake, by
+// process (pid; 0 without credentials), oldest first.
+type hsPeer struct {
+	n     int
+	byPID map[int32][]*Handshake
+}
+
 // StartHandshake counts a connection of p (whose PeerKey is key) in its
-// handshake, or refuses it (counted and logged) if its peer has
-// MaxHandshakesPerPeer already. An admitted one ends with EndHandshake.
-func (k *Core) StartHandshake(key string, p *peer.Peer) bool {
+// handshake and returns its count, to end with EndHandshake. If its peer
+// has MaxHandshakesPerPeer already and p is a process (pid) holding fewer
+// of them than another process of the peer, the oldest connection of the
+// process holding the most is evicted to make room: uncounted, and evict
+// (given with that connection's StartHandshake) called with its count and
+// k's lock held, so evict must only close the connection or ask its
+// engine to, and take no lock held around a call to k. Otherwise
+// the connection is refused (counted and logged) and the result is nil.
+func (k *Core) StartHandshake(key string, p *peer.Peer, evict func(*Handshake)) *Handshake {
+	h := &Handshake{key: key, evict: evict}
+	if p.HasCred {
+		h.pid = int32(p.PID)
+	}
 	k.mu.Lock()
-	ok := k.handshaking[key] < MaxHandshakesPerPeer
-	if ok {
+	hp := k.handshaking[key]
+	if hp == nil {
 		if k.handshaking == nil {
-			k.handshaking = map[string]int{}
+			k.handshaking = map[string]*hsPeer{}
 		}
-		k.handshaking[key]++
+		hp = &hsPeer{byPID: map[int32][]*Handshake{}}
+		k.handshaking[key] = hp
+	}
+	ok := hp.n < MaxHandshakesPerPeer
+	if !ok && h.pid > 0 {
+		var hog []*Handshake
+		for pid, l := range hp.byPID {
+			if pid > 0 && len(l) > len(hog) {
+				hog = l
+			}
+		}
+		if len(hog) > len(hp.byPID[h.pid])+1 {
+			v := hog[0]
+			k.endLocked(hp, v)
+			v.evict(v)
+			ok = true
+		}
+	}
+	if ok {
+		hp.n++
+		hp.byPID[h.pid] = append(hp.byPID[h.pid], h)
 	}
 	k.mu.Unlock()
 	if !ok {
 		k.Refused(p, key, TooManyHandshakes)
+		return nil
 	}
-	return ok
+	return h
 }
 
-// EndHandshake ends a count of StartHandshake.
-func (k *Core) EndHandshake(key string) {
+// EndHandshake ends a count of StartHandshake; it does nothing for an
+// evicted or ended one.
+func (k *Core) EndHandshake(h *Handshake) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.handshaking[key]--; k.handshaking[key] <= 0 {
-		delete(k.handshaking, key)
+	if hp := k.handshaking[h.key]; hp != nil && !h.done {
+		k.endLocked(hp, h)
+	}
+}
+
+// endLocked uncounts h, counted in hp. k.mu is held.
+func (k *Core) endLocked(hp *hsPeer, h *Handshake) {
+	h.done = true
+	l := hp.byPID[h.pid]
+	for i, x := range l {
+		if x == h {
+			l = append(l[:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(hp.byPID, h.pid)
+	} else {
+		hp.byPID[h.pid] = l
+	}
+	if hp.n--; hp.n <= 0 {
+		delete(k.handshaking, h.key)
 	}
 }
 

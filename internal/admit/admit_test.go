@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,20 +204,73 @@ func TestHandshakeCap(t *testing.T) {
 	defer k.Close()
 	p := tcpPeer("10.0.0.3")
 	key := admit.PeerKey(p)
+	var first *admit.Handshake
 	for i := range admit.MaxHandshakesPerPeer {
-		if !k.StartHandshake(key, p) {
+		h := k.StartHandshake(key, p, func(*admit.Handshake) { t.Error("a connection without a pid evicted") })
+		if h == nil {
 			t.Fatalf("handshake %d refused", i)
 		}
+		if first == nil {
+			first = h
+		}
 	}
-	if k.StartHandshake(key, p) || k.Rejected() != 1 {
+	if k.StartHandshake(key, p, nil) != nil || k.Rejected() != 1 {
 		t.Fatal("a handshake over the cap admitted")
 	}
-	if !k.StartHandshake(admit.PeerKey(tcpPeer("10.0.0.4")), p) {
+	if k.StartHandshake(admit.PeerKey(tcpPeer("10.0.0.4")), p, nil) == nil {
 		t.Fatal("another peer refused")
 	}
-	k.EndHandshake(key)
-	if !k.StartHandshake(key, p) {
+	k.EndHandshake(first)
+	k.EndHandshake(first) // a second end is a no-op
+	if k.StartHandshake(key, p, nil) == nil {
 		t.Fatal("refused after one ended")
+	}
+	if k.StartHandshake(key, p, nil) != nil {
+		t.Fatal("a second end freed a second slot")
+	}
+}
+
+// TestHandshakeFair: when a uid's handshake cap is full, a connection of
+// another process of the uid evicts the oldest of the process holding the
+// most; one of that process is refused.
+func TestHandshakeFair(t *testing.T) {
+	k := newCore(admit.Limits{}, nil)
+	defer k.Close()
+	proc := func(pid int) *peer.Peer {
+		return &peer.Peer{Network: "unix", HasCred: true, UID: 1000, PID: pid}
+	}
+	hog, key := proc(10), admit.PeerKey(proc(10))
+	evicted := make([]int, admit.MaxHandshakesPerPeer)
+	var hs []*admit.Handshake
+	for i := range admit.MaxHandshakesPerPeer - 2 {
+		hs = append(hs, k.StartHandshake(key, hog, func(*admit.Handshake) { evicted[i]++ }))
+	}
+	small := k.StartHandshake(key, proc(11), func(*admit.Handshake) { t.Error("the smaller process evicted") })
+	small2 := k.StartHandshake(key, proc(11), func(*admit.Handshake) { t.Error("the smaller process evicted") })
+	if slices.Contains(hs, nil) || small == nil || small2 == nil {
+		t.Fatal("a handshake under the cap refused")
+	}
+	if k.StartHandshake(key, hog, nil) != nil {
+		t.Fatal("the hogging process admitted over the cap")
+	}
+	for i := range 3 {
+		if k.StartHandshake(key, proc(20+i), func(*admit.Handshake) { t.Error("a newcomer evicted") }) == nil {
+			t.Fatalf("newcomer %d refused", i)
+		}
+		if evicted[i] != 1 || evicted[i+1] != 0 {
+			t.Fatalf("after newcomer %d: evictions %v, want the hog's oldest", i, evicted[:4])
+		}
+	}
+	k.EndHandshake(hs[0]) // evicted already: frees nothing
+	if k.StartHandshake(key, hog, nil) != nil {
+		t.Fatal("an evicted connection's end freed a slot")
+	}
+	k.EndHandshake(small)
+	if k.StartHandshake(key, hog, func(*admit.Handshake) {}) == nil {
+		t.Fatal("refused after one ended")
+	}
+	if k.Rejected() != 2 {
+		t.Fatalf("rejected %d, want 2", k.Rejected())
 	}
 }
 

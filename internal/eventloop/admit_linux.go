@@ -108,12 +108,11 @@ const maxRefusing = 64
 // still open.
 func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	fd := rec.fd()
-	if !l.adm.StartHandshake(l.peerKey(rec), p) {
+	if !l.startHandshake(rec, p) {
 		l.table.free(fd)
 		unix.Close(fd)
 		return false
 	}
-	rec.flags |= flHS
 	l.nconns++
 	a := &activeConn{since: l.now, lastIO: l.now}
 	l.addActive(rec, a)
@@ -183,8 +182,34 @@ func (l *evLoop) peerKey(rec *loopConn) string {
 func (l *evLoop) endHandshake(rec *loopConn) {
 	if rec.flags&flHS != 0 {
 		rec.flags &^= flHS
-		l.adm.EndHandshake(l.peerKey(rec))
+		fd := int32(rec.fd())
+		l.adm.EndHandshake(l.hs[fd])
+		delete(l.hs, fd)
 	}
+}
+
+// startHandshake counts rec among its peer's connections in their
+// handshake (flHS), or reports that it is refused. A connection evicted to
+// make room for another process's is closed in the loop's next round.
+func (l *evLoop) startHandshake(rec *loopConn, p *peer.Peer) bool {
+	fd := int32(rec.fd())
+	h := l.adm.StartHandshake(l.peerKey(rec), p, func(h *admit.Handshake) {
+		l.amu.Lock()
+		defer l.amu.Unlock()
+		if !l.adoptOff {
+			l.sheds = append(l.sheds, shedReq{fd: fd, hs: h})
+			l.p.Wake()
+		}
+	})
+	if h == nil {
+		return false
+	}
+	if l.hs == nil {
+		l.hs = map[int32]*admit.Handshake{}
+	}
+	l.hs[fd] = h
+	rec.flags |= flHS
+	return true
 }
 
 // shedConn is the loop's admit.Engine shed: c, the admission of the
@@ -195,7 +220,7 @@ func (l *evLoop) shedConn(c *admit.Conn, id int32) {
 	l.amu.Lock()
 	defer l.amu.Unlock()
 	if !l.adoptOff {
-		l.sheds = append(l.sheds, shedReq{c, id})
+		l.sheds = append(l.sheds, shedReq{c: c, fd: id})
 		l.p.Wake()
 	}
 }
@@ -204,6 +229,7 @@ func (l *evLoop) shedConn(c *admit.Conn, id int32) {
 type shedReq struct {
 	c  *admit.Conn
 	fd int32
+	hs *admit.Handshake // set for a connection evicted in its handshake
 }
 
 // shed ends the connections shed since the last round, if they are still
@@ -217,6 +243,12 @@ func (l *evLoop) shed() {
 	l.amu.Unlock()
 	for _, r := range q {
 		rec := l.table.lookup(int(r.fd))
+		if r.hs != nil {
+			if rec != nil && rec.state != stFree && rec.flags&flHS != 0 && l.hs[r.fd] == r.hs {
+				l.finalize(rec, mux.ErrClosed) // evicted in its handshake
+			}
+			continue
+		}
 		if rec == nil || rec.state == stFree || &rec.adm != r.c || !l.adm.WasShed(r.c) {
 			continue // ended, or its descriptor serves another connection
 		}

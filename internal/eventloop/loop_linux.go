@@ -119,11 +119,12 @@ type evLoop struct {
 	inline loopInline // calls run on the loop (inline_linux.go)
 	done   chan error // the loop's result
 
-	eng      *admit.Engine // sheds the loop's connections (shedConn)
-	amu      sync.Mutex    // protects adopts, sheds and adoptOff
-	adopts   []adoption    // WebSocket connections handed (back) to the loop
-	sheds    []shedReq     // connections the admission core shed
-	adoptOff bool          // the loop has ended
+	eng      *admit.Engine              // sheds the loop's connections (shedConn)
+	amu      sync.Mutex                 // protects adopts, sheds and adoptOff
+	adopts   []adoption                 // WebSocket connections handed (back) to the loop
+	sheds    []shedReq                  // connections the admission core shed or evicted
+	hs       map[int32]*admit.Handshake // by descriptor, while flHS; the loop's own
+	adoptOff bool                       // the loop has ended
 }
 
 // launch starts the loop on a new goroutine; its result goes to l.done.

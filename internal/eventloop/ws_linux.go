@@ -107,13 +107,13 @@ type adoption struct {
 // limits only once the handshake is done, as in goroutine mode, where
 // ServeConn admits a connection after its handshake.
 func (l *evLoop) wsHandshake(rec *loopConn, p *peer.Peer) {
-	if !l.adm.StartHandshake(l.peerKey(rec), p) {
+	if !l.startHandshake(rec, p) {
 		fd := rec.fd()
 		l.table.free(fd)
 		unix.Close(fd)
 		return
 	}
-	rec.flags |= flWS | flWSUp | flHS
+	rec.flags |= flWS | flWSUp
 	l.nconns++
 	l.addActive(rec, &activeConn{since: l.now, lastIO: l.now})
 	if err := l.p.Add(rec.fd(), evloop.In|evloop.RdHup); err != nil {
