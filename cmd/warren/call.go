@@ -135,6 +135,39 @@ func methods(ctx context.Context, c *rpc.Client, timeout time.Duration, opts ...
 	return rpc.Call[rpc.Empty, rpc.MethodList](ctx, c, rpc.IntrospectionMethod, &rpc.Empty{}, opts...)
 }
 
+// closestMethod returns the method of list nearest to name by edit
+// distance (ignoring case), or "" if none is near enough to be a typo.
+func closestMethod(name string, list []rpc.MethodInfo) string {
+	best, bestD := "", 3 // at most two edits
+	for _, m := range list {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(m.Name)); d < bestD {
+			best, bestD = m.Name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // headerFlags is the repeatable -H KEY:VALUE flag: call metadata.
 type headerFlags rpc.Metadata
 
@@ -191,11 +224,14 @@ func cmdCall(e *env, args []string) error {
 		opts = append(opts, rpc.WithMetadata(rpc.Metadata(md)))
 	}
 	kind := "unary"
+	var suggest string // a known method close to a mistyped one
 	list, err := methods(ctx, c, 10*time.Second, opts...)
 	switch {
 	case err == nil:
 		if i := slices.IndexFunc(list.Methods, func(m rpc.MethodInfo) bool { return m.Name == method }); i >= 0 {
 			kind = list.Methods[i].Kind
+		} else {
+			suggest = closestMethod(method, list.Methods)
 		}
 	case refusedConn(err) || ctx.Err() != nil:
 		return interrupted(ctx, explain(addrArg, err))
@@ -219,7 +255,11 @@ func cmdCall(e *env, args []string) error {
 	case kind == "unary":
 		var resp json.RawMessage
 		if err := c.Invoke(ctx, method, &req, &resp, append(opts, rpc.WithCodec(codec.JSON))...); err != nil {
-			return interrupted(ctx, explain(addrArg, err))
+			ce := explain(addrArg, err)
+			if ce.code == status.Unimplemented && suggest != "" {
+				ce.msg += fmt.Sprintf("; did you mean %s?", suggest)
+			}
+			return interrupted(ctx, ce)
 		}
 		return out.write(resp)
 	case kind == "server_stream", streamIn:

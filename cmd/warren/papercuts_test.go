@@ -20,3 +20,27 @@ func TestCallHeader(t *testing.T) {
 	}
 	wantFail(t, "-H without a colon", runCmd(t, nil, "", "call", "-H", "nocolon", s.addr, "Counter.List"), 2, "KEY:VALUE")
 }
+
+// TestCallDidYouMean: a mistyped method or an address without a scheme
+// gets a suggestion.
+func TestCallDidYouMean(t *testing.T) {
+	s := serveTemp(t)
+	wantFail(t, "mistyped method", runCmd(t, nil, "", "call", s.addr, "Counter.Gte", `{"name":"a"}`), 1,
+		"unimplemented", "did you mean Counter.Get?")
+	r := runCmd(t, nil, "", "call", s.addr, "Nothing.Like.This")
+	wantFail(t, "unknown method", r, 1, "unimplemented")
+	if strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("a suggestion for a method like no other: %s", r)
+	}
+	path := strings.TrimPrefix(s.addr, "unix://")
+	wantFail(t, "path", runCmd(t, nil, "", "call", path, "Counter.List"), 1, "did you mean "+s.addr+"?")
+	wantFail(t, "host:port", runCmd(t, nil, "", "call", "localhost:7000", "Counter.List"), 1, "did you mean tcp://localhost:7000?")
+	for arg, want := range map[string]string{
+		"/tmp/x.sock": "unix:///tmp/x.sock", "x.sock": "unix:x.sock", "127.0.0.1:1": "tcp://127.0.0.1:1",
+		"[::1]:80": "tcp://[::1]:80", "unix:///a": "", "host:port": "", "tcp://h:1": "",
+	} {
+		if got := suggestAddr(arg); got != want {
+			t.Errorf("suggestAddr(%q) = %q, want %q", arg, got, want)
+		}
+	}
+}
