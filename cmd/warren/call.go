@@ -34,6 +34,9 @@ until the stream ends or Ctrl-C. For a method that takes a stream of
 requests, send JSON if given, and otherwise the sequence of JSON values
 read from stdin.
 
+A Counter.Watch of a counter that does not exist yet says so on stderr
+and waits for it to be set.
+
 -H KEY:VALUE (repeatable) sends the call metadata KEY with VALUE; KEY
 is lowercased, as metadata keys are.
 
@@ -263,9 +266,32 @@ func cmdCall(e *env, args []string) error {
 		}
 		return out.write(resp)
 	case kind == "server_stream", streamIn:
+		noteMissingCounter(ctx, e, c, method, req, opts)
 		return callStream(ctx, e, c, addrArg, method, req, out, opts)
 	}
 	return &callError{status.Unimplemented, fmt.Sprintf("%s is a %s method, which this command cannot call", method, kind)}
+}
+
+// noteMissingCounter says on stderr when a Counter.Watch is for a counter
+// that does not exist yet: its stream stays open but silent until the
+// counter is first set.
+func noteMissingCounter(ctx context.Context, e *env, c *rpc.Client, method string, req json.RawMessage, opts []rpc.CallOption) {
+	if method != "Counter.Watch" && method != "warren.counter.v1.Counter.Watch" || req == nil {
+		return
+	}
+	var w struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(req, &w) != nil || w.Name == "" {
+		return
+	}
+	getReq, _ := json.Marshal(w)
+	get := strings.TrimSuffix(method, "Watch") + "Get"
+	var resp json.RawMessage
+	err := c.Invoke(ctx, get, (*json.RawMessage)(&getReq), &resp, append(opts, rpc.WithCodec(codec.JSON))...)
+	if status.CodeOf(err) == status.NotFound {
+		fmt.Fprintf(e.stderr, "no counter named %q yet: waiting for it to be set (Ctrl-C to stop)\n", w.Name)
+	}
 }
 
 // interrupted returns a quiet exit (status 130, as a shell reports SIGINT)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,19 @@ func TestCallDidYouMean(t *testing.T) {
 		if got := suggestAddr(arg); got != want {
 			t.Errorf("suggestAddr(%q) = %q, want %q", arg, got, want)
 		}
+	}
+}
+
+// TestCallWatchMissing: a watch of a counter that does not exist says so
+// on stderr, and then follows the counter once it is set.
+func TestCallWatchMissing(t *testing.T) {
+	s := serveTemp(t)
+	w := startCmd(t, nil, nil, "call", s.addr, "Counter.Watch", `{"name":"later"}`)
+	w.waitStderr(`no counter named "later" yet: waiting for it to be set`)
+	call(t, s.addr, "Counter.Set", `{"name":"later","value":7}`)
+	wantOut(t, "watched", w.line(), `{"name":"later","value":"7"}`)
+	w.signal(os.Interrupt)
+	if code := w.wait(); code != 0 {
+		t.Fatalf("watch after SIGINT: exit %d, stderr %q", code, w.stderr)
 	}
 }
