@@ -59,3 +59,24 @@ func TestCallWatchMissing(t *testing.T) {
 		t.Fatalf("watch after SIGINT: exit %d, stderr %q", code, w.stderr)
 	}
 }
+
+// TestReadmeQuickStart: the README's quick start installs from a clone
+// (the module is not published) and takes the socket path from serve's
+// output rather than from $XDG_RUNTIME_DIR, which is empty for root.
+func TestReadmeQuickStart(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, bad := range []string{"github.com/warrenipc/warren/cmd/warren@", "github.com/warrenipc/warren/cmd/protoc-gen-go-warren@", `--unix-socket "$XDG_RUNTIME_DIR`} {
+		if strings.Contains(readme, bad) {
+			t.Errorf("README.md still has %q", bad)
+		}
+	}
+	for _, want := range []string{"go install ./cmd/warren", "/tmp/warren-0/warren.sock", "-H KEY:VALUE"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+}
