@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
@@ -85,4 +88,29 @@ func clientAddr(arg string) (addr string, cfg *transport.DialConfig, err error) 
 		return "", nil, err
 	}
 	return arg, nil, nil
+}
+
+// suggestAddr returns the address arg (given without a scheme) most
+// likely meant, or "": a path is a unix socket, HOST:PORT a tcp address.
+func suggestAddr(arg string) string {
+	if strings.Contains(arg, "://") {
+		return ""
+	}
+	var s string
+	if _, port, err := net.SplitHostPort(arg); err == nil {
+		if _, err := strconv.ParseUint(port, 10, 16); err == nil {
+			s = "tcp://" + arg
+		}
+	} else if filepath.IsAbs(arg) {
+		s = "unix://" + arg
+	} else if !strings.Contains(arg, ":") {
+		s = "unix:" + arg
+	}
+	if s == "" {
+		return ""
+	}
+	if _, err := transport.ParseAddr(s); err != nil {
+		return ""
+	}
+	return s
 }

@@ -25,7 +25,7 @@ import (
 )
 
 var callHelp = help{
-	usage: "warren call [-timeout D] [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] [--server-uid N] [--token T] ADDR METHOD [JSON]",
+	usage: "warren call [-timeout D] [-H KEY:VALUE]... [--ca FILE] [--cert FILE --key FILE] [--server-name NAME] [--server-uid N] [--token T] ADDR METHOD [JSON]",
 	text: `
 Call METHOD on the server at ADDR with the JSON request (default {}; "-"
 reads it from stdin) and print the reply as JSON on stdout. For a method
@@ -33,6 +33,12 @@ that streams replies (see 'warren list'), print one JSON value per line
 until the stream ends or Ctrl-C. For a method that takes a stream of
 requests, send JSON if given, and otherwise the sequence of JSON values
 read from stdin.
+
+A Counter.Watch of a counter that does not exist yet says so on stderr
+and waits for it to be set.
+
+-H KEY:VALUE (repeatable) sends the call metadata KEY with VALUE; KEY
+is lowercased, as metadata keys are.
 
 A failed call prints "error: CODE: message" on stderr (CODE as the Connect
 protocol names it, such as not_found) and exits 1.
@@ -46,6 +52,7 @@ With "default", the server must run as you.
   warren call default Counter.Inc '{"name":"a","by":5}'
   warren call unix:///run/app.sock Counter.Watch '{"name":"a"}'
   echo '{"name":"a"}' | warren call default Counter.Get -
+  warren call -H 'authorization:Bearer T' default Counter.List
   warren call --ca ca.pem --cert client.pem --key client-key.pem tls://host:7443 Counter.Get '{"name":"a"}'`,
 }
 
@@ -122,13 +129,61 @@ func serverUIDFlag(fset *flag.FlagSet) *int {
 }
 
 // methods fetches the server's method list.
-func methods(ctx context.Context, c *rpc.Client, timeout time.Duration) (*rpc.MethodList, error) {
+func methods(ctx context.Context, c *rpc.Client, timeout time.Duration, opts ...rpc.CallOption) (*rpc.MethodList, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return rpc.Call[rpc.Empty, rpc.MethodList](ctx, c, rpc.IntrospectionMethod, &rpc.Empty{})
+	return rpc.Call[rpc.Empty, rpc.MethodList](ctx, c, rpc.IntrospectionMethod, &rpc.Empty{}, opts...)
+}
+
+// closestMethod returns the method of list nearest to name by edit
+// distance (ignoring case), or "" if none is near enough to be a typo.
+func closestMethod(name string, list []rpc.MethodInfo) string {
+	best, bestD := "", 3 // at most two edits
+	for _, m := range list {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(m.Name)); d < bestD {
+			best, bestD = m.Name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// headerFlags is the repeatable -H KEY:VALUE flag: call metadata.
+type headerFlags rpc.Metadata
+
+func (h headerFlags) String() string { return "" }
+
+func (h headerFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, ":")
+	k = strings.ToLower(strings.TrimSpace(k))
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not KEY:VALUE", s)
+	}
+	rpc.Metadata(h).Add(k, strings.TrimSpace(v))
+	return nil
 }
 
 func cmdCall(e *env, args []string) error {
@@ -138,6 +193,8 @@ func cmdCall(e *env, args []string) error {
 	tokenFlag(fset)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
 	serverUID := serverUIDFlag(fset)
+	md := headerFlags{}
+	fset.Var(md, "H", "send call metadata `KEY:VALUE` (repeatable)")
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
 	if err != nil {
 		return err
@@ -165,12 +222,19 @@ func cmdCall(e *env, args []string) error {
 	}
 	defer c.Close()
 
+	var opts []rpc.CallOption
+	if len(md) > 0 {
+		opts = append(opts, rpc.WithMetadata(rpc.Metadata(md)))
+	}
 	kind := "unary"
-	list, err := methods(ctx, c, 10*time.Second)
+	var suggest string // a known method close to a mistyped one
+	list, err := methods(ctx, c, 10*time.Second, opts...)
 	switch {
 	case err == nil:
 		if i := slices.IndexFunc(list.Methods, func(m rpc.MethodInfo) bool { return m.Name == method }); i >= 0 {
 			kind = list.Methods[i].Kind
+		} else {
+			suggest = closestMethod(method, list.Methods)
 		}
 	case refusedConn(err) || ctx.Err() != nil:
 		return interrupted(ctx, explain(addrArg, err))
@@ -193,14 +257,41 @@ func cmdCall(e *env, args []string) error {
 	switch {
 	case kind == "unary":
 		var resp json.RawMessage
-		if err := c.Invoke(ctx, method, &req, &resp, rpc.WithCodec(codec.JSON)); err != nil {
-			return interrupted(ctx, explain(addrArg, err))
+		if err := c.Invoke(ctx, method, &req, &resp, append(opts, rpc.WithCodec(codec.JSON))...); err != nil {
+			ce := explain(addrArg, err)
+			if ce.code == status.Unimplemented && suggest != "" {
+				ce.msg += fmt.Sprintf("; did you mean %s?", suggest)
+			}
+			return interrupted(ctx, ce)
 		}
 		return out.write(resp)
 	case kind == "server_stream", streamIn:
-		return callStream(ctx, e, c, addrArg, method, req, out)
+		noteMissingCounter(ctx, e, c, method, req, opts)
+		return callStream(ctx, e, c, addrArg, method, req, out, opts)
 	}
 	return &callError{status.Unimplemented, fmt.Sprintf("%s is a %s method, which this command cannot call", method, kind)}
+}
+
+// noteMissingCounter says on stderr when a Counter.Watch is for a counter
+// that does not exist yet: its stream stays open but silent until the
+// counter is first set.
+func noteMissingCounter(ctx context.Context, e *env, c *rpc.Client, method string, req json.RawMessage, opts []rpc.CallOption) {
+	if method != "Counter.Watch" && method != "warren.counter.v1.Counter.Watch" || req == nil {
+		return
+	}
+	var w struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(req, &w) != nil || w.Name == "" {
+		return
+	}
+	getReq, _ := json.Marshal(w)
+	get := strings.TrimSuffix(method, "Watch") + "Get"
+	var resp json.RawMessage
+	err := c.Invoke(ctx, get, (*json.RawMessage)(&getReq), &resp, append(opts, rpc.WithCodec(codec.JSON))...)
+	if status.CodeOf(err) == status.NotFound {
+		fmt.Fprintf(e.stderr, "no counter named %q yet: waiting for it to be set (Ctrl-C to stop)\n", w.Name)
+	}
 }
 
 // interrupted returns a quiet exit (status 130, as a shell reports SIGINT)
@@ -214,8 +305,8 @@ func interrupted(ctx context.Context, err error) error {
 
 // callStream runs a streaming call, printing each reply on its own line.
 // Without req, the requests are read from stdin.
-func callStream(ctx context.Context, e *env, c *rpc.Client, addrArg, method string, req json.RawMessage, out *jsonLines) error {
-	cs, err := rpc.NewStream[json.RawMessage, json.RawMessage](ctx, c, method, rpc.WithCodec(codec.JSON))
+func callStream(ctx context.Context, e *env, c *rpc.Client, addrArg, method string, req json.RawMessage, out *jsonLines, opts []rpc.CallOption) error {
+	cs, err := rpc.NewStream[json.RawMessage, json.RawMessage](ctx, c, method, append(opts, rpc.WithCodec(codec.JSON))...)
 	if err != nil {
 		return interrupted(ctx, explain(addrArg, err))
 	}

@@ -50,7 +50,11 @@ func explain(addr string, err error) *callError {
 	}
 	switch {
 	case errors.As(err, &addrErr):
-		return &callError{status.InvalidArgument, trimWarren(addrErr.Error())}
+		msg := trimWarren(addrErr.Error())
+		if s := suggestAddr(addrErr.Addr); s != "" {
+			msg = strings.Replace(msg, "; accepted forms", "; did you mean "+s+"? The accepted forms", 1)
+		}
+		return &callError{status.InvalidArgument, msg}
 	case errors.As(err, &tooLong):
 		return &callError{status.InvalidArgument, trimWarren(tooLong.Error())}
 	case errors.As(err, &fileErr):
