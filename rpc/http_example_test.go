@@ -71,7 +71,7 @@ func ExampleHTTPClient_callMethod() {
 		reply, _ := io.ReadAll(resp.Body)
 		fmt.Println(resp.StatusCode, string(reply))
 	}
-	call("/Counter/Inc", `{"name":"a"}`)
+	call("/Counter/Get", `{"name":"a"}`)
 	call("/Counter/Set", `{"name":"a","value":"41"}`)
 	call("/Counter.Inc", `{"name":"a"}`)
 	// Output:

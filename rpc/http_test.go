@@ -1101,9 +1101,9 @@ func TestHTTPCurl(t *testing.T) {
 		n, _ := strconv.Atoi(code)
 		return body, n
 	}
-	body, code := run("http://warren/Counter.Inc", "-d", `{"name":"a"}`)
+	body, code := run("http://warren/Counter.Get", "-d", `{"name":"a"}`)
 	if code != 404 || !strings.Contains(body, `"code":"not_found"`) {
-		t.Fatalf("Inc of a missing counter: %d %s", code, body)
+		t.Fatalf("Get of a missing counter: %d %s", code, body)
 	}
 	body, code = run("http://warren/Counter.Set", "-d", `{"name":"a","value":"1"}`)
 	if code != 200 || body != `{"name":"a","value":"1"}` {

@@ -13,7 +13,7 @@
 //
 //	Counter.Set   {"name","value"} -> {"name","value"}
 //	Counter.Get   {"name"}         -> {"name","value"}   NotFound if unknown
-//	Counter.Inc   {"name","by"}    -> {"name","value"}   by defaults to 1; NotFound if unknown
+//	Counter.Inc   {"name","by"}    -> {"name","value"}   by defaults to 1; an unknown name starts at 0
 //	Counter.List  {}               -> {"counters":[{"name","value"},...]} sorted by name
 //	Counter.Watch {"name"}         => {"name","value"}   a server stream: the current value, then every change
 //
@@ -164,14 +164,13 @@ func (s *Store) Get(name string) (*Entry, error) {
 	return &Entry{Name: name, Value: v}, nil
 }
 
-// Inc adds by to an existing counter and returns it, or a NotFound error.
+// Inc adds by to the counter and returns it; a counter that does not exist
+// is created at 0 first. It is an OutOfRange error, and the counter is left
+// as it was, if the sum would overflow an int64.
 func (s *Store) Inc(name string, by int64) (*Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.values[name]
-	if !ok {
-		return nil, notFound(name)
-	}
+	v := s.values[name]
 	if by > 0 && v > math.MaxInt64-by || by < 0 && v < math.MinInt64-by {
 		return nil, status.Errorf(status.OutOfRange, "counter %q is %d: adding %d would overflow an int64", name, v, by)
 	}

@@ -123,7 +123,7 @@ func (x *GetRequest) GetName() string {
 	return ""
 }
 
-// IncRequest adds by (1 when absent) to an existing counter.
+// IncRequest adds by (1 when absent) to a counter (created at 0 if needed).
 type IncRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`

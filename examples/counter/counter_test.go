@@ -208,8 +208,17 @@ func TestErrors(t *testing.T) {
 	ctx := ctxT(t)
 	_, err := get(ctx, e.client, "nope")
 	wantCode(t, "Get of a missing counter", err, status.NotFound, `no counter named "nope"`)
-	_, err = inc(ctx, e.client, "nope", nil)
-	wantCode(t, "Inc of a missing counter", err, status.NotFound, `no counter named "nope"`)
+	// Inc creates a missing counter at 0, then adds: by defaults to 1.
+	if c, err := inc(ctx, e.client, "fresh", nil); err != nil || c.Value != 1 {
+		t.Fatalf("Inc of a missing counter = %+v, %v; want 1", c, err)
+	}
+	by := int64(-3)
+	if c, err := inc(ctx, e.client, "fresh2", &by); err != nil || c.Value != -3 {
+		t.Fatalf("Inc by -3 of a missing counter = %+v, %v; want -3", c, err)
+	}
+	if c, err := get(ctx, e.client, "fresh"); err != nil || c.Value != 1 {
+		t.Fatalf("Get after Inc created it = %+v, %v", c, err)
+	}
 	_, err = get(ctx, e.client, "")
 	wantCode(t, "Get without a name", err, status.InvalidArgument, `missing "name"`)
 	_, err = inc(ctx, e.client, "", nil)
@@ -426,8 +435,8 @@ func TestStoreDirect(t *testing.T) {
 	if _, err := s.Get("x"); status.CodeOf(err) != status.NotFound {
 		t.Fatalf("Get = %v", err)
 	}
-	if _, err := s.Inc("x", 1); status.CodeOf(err) != status.NotFound {
-		t.Fatalf("Inc = %v", err)
+	if c, err := s.Inc("y", 4); err != nil || c.Value != 4 {
+		t.Fatalf("Inc of a missing counter = %+v, %v; want 4", c, err)
 	}
 	s.Set("x", 1)
 	if c, err := s.Inc("x", 2); err != nil || c.Value != 3 {

@@ -29,8 +29,8 @@ func (c *CounterClient) Get(ctx context.Context, req *GetRequest, opts ...rpc.Ca
 	return rpc.Call[GetRequest, Entry](ctx, c.c, "warren.counter.v1.Counter.Get", req, opts...)
 }
 
-// Inc adds to an existing counter; NotFound if there is none of that
-// name, OutOfRange if the sum would overflow.
+// Inc adds to a counter, creating it at 0 first if there is none of
+// that name; OutOfRange if the sum would overflow.
 func (c *CounterClient) Inc(ctx context.Context, req *IncRequest, opts ...rpc.CallOption) (*Entry, error) {
 	return rpc.Call[IncRequest, Entry](ctx, c.c, "warren.counter.v1.Counter.Inc", req, opts...)
 }
@@ -64,8 +64,8 @@ type CounterServer interface {
 	Set(ctx context.Context, req *SetRequest) (*Entry, error)
 	// Get returns a counter; NotFound if there is none of that name.
 	Get(ctx context.Context, req *GetRequest) (*Entry, error)
-	// Inc adds to an existing counter; NotFound if there is none of that
-	// name, OutOfRange if the sum would overflow.
+	// Inc adds to a counter, creating it at 0 first if there is none of
+	// that name; OutOfRange if the sum would overflow.
 	Inc(ctx context.Context, req *IncRequest) (*Entry, error)
 	// List returns every counter, sorted by name.
 	List(ctx context.Context, req *ListRequest) (*ListReply, error)

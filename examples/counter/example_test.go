@@ -102,7 +102,10 @@ func ExampleStore() {
 	if _, err := s.Inc("a", 10); err != nil {
 		log.Fatal(err)
 	}
-	_, err := s.Inc("missing", 1)
+	if _, err := s.Inc("c", 5); err != nil { // a counter that did not exist starts at 0
+		log.Fatal(err)
+	}
+	_, err := s.Get("missing")
 	fmt.Println(err)
 	for _, c := range s.List() {
 		fmt.Println(c.Name, c.Value)
@@ -111,4 +114,5 @@ func ExampleStore() {
 	// warren: not_found: no counter named "missing" (create it with Counter.Set)
 	// a 11
 	// b 2
+	// c 5
 }

@@ -68,7 +68,7 @@ Global___GetRequest: _TypeAlias = GetRequest  # noqa: Y015
 
 @_typing.final
 class IncRequest(_message.Message):
-    """IncRequest adds by (1 when absent) to an existing counter."""
+    """IncRequest adds by (1 when absent) to a counter (created at 0 if needed)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

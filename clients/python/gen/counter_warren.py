@@ -33,8 +33,8 @@ class CounterClient:
         return await _unary(self.client, 'warren.counter.v1.Counter.Get', request, _counter_pb2.Entry, metadata, timeout)
 
     async def inc(self, request: _counter_pb2.IncRequest, *, metadata: Metadata = None, timeout: float | None = None) -> _counter_pb2.Entry:
-        """Inc adds to an existing counter; NotFound if there is none of that
-        name, OutOfRange if the sum would overflow.
+        """Inc adds to a counter, creating it at 0 first if there is none of
+        that name; OutOfRange if the sum would overflow.
         """
         return await _unary(self.client, 'warren.counter.v1.Counter.Inc', request, _counter_pb2.Entry, metadata, timeout)
 
@@ -65,8 +65,8 @@ class CounterSyncClient:
         return _sync_unary(self.client, 'warren.counter.v1.Counter.Get', request, _counter_pb2.Entry, metadata, timeout)
 
     def inc(self, request: _counter_pb2.IncRequest, *, metadata: Metadata = None, timeout: float | None = None) -> _counter_pb2.Entry:
-        """Inc adds to an existing counter; NotFound if there is none of that
-        name, OutOfRange if the sum would overflow.
+        """Inc adds to a counter, creating it at 0 first if there is none of
+        that name; OutOfRange if the sum would overflow.
         """
         return _sync_unary(self.client, 'warren.counter.v1.Counter.Inc', request, _counter_pb2.Entry, metadata, timeout)
 

@@ -56,7 +56,7 @@ export declare type GetRequest = Message<"warren.counter.v1.GetRequest"> & {
 export declare const GetRequestSchema: GenMessage<GetRequest>;
 
 /**
- * IncRequest adds by (1 when absent) to an existing counter.
+ * IncRequest adds by (1 when absent) to a counter (created at 0 if needed).
  *
  * @generated from message warren.counter.v1.IncRequest
  */
@@ -180,8 +180,8 @@ export declare const Counter: GenService<{
     output: typeof EntrySchema;
   },
   /**
-   * Inc adds to an existing counter; NotFound if there is none of that
-   * name, OutOfRange if the sum would overflow.
+   * Inc adds to a counter, creating it at 0 first if there is none of
+   * that name; OutOfRange if the sum would overflow.
    *
    * @generated from rpc warren.counter.v1.Counter.Inc
    */
