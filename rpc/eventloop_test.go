@@ -18,6 +18,7 @@ var eventLoopSuite = []struct {
 	{"BadFrames", TestBadFrames},
 	{"ProtocolErrorSendsGoAway", TestProtocolErrorSendsGoAway},
 	{"MalformedCallHeader", TestMalformedCallHeader},
+	{"CallHeaderVectors", TestCallHeaderVectors},
 	{"UnknownStream", TestUnknownStream},
 	{"ReplyOverClientLimit", TestReplyOverClientLimit},
 	{"RequestOverServerLimit", TestRequestOverServerLimit},

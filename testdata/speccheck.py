@@ -407,6 +407,7 @@ def check_vectors(path):
         if not v.get("noncanonical") and encode_vector(v["kind"], v["fields"]) != b:
             raise Fail(f"vector {v['name']!r}: re-encoded {encode_vector(v['kind'], v['fields']).hex()}")
     ok(f"{len(vectors)} test vectors decode and re-encode as specified")
+    return vectors
 
 
 # --- A connection (PROTOCOL.md: Streams, Flow control, Calls) ---------------
@@ -540,13 +541,16 @@ class Conn:
             st.recv_win += st.owed
             st.owed = 0
 
-    def open(self, method, codec, md=None, timeout_us=0, end=False):
+    def open(self, method, codec, md=None, timeout_us=0, end=False, header=None):
+        """Opens a stream with a call header, or with the payload header."""
         if self.goaway is not None:
             raise Fail("opening a stream after the server's GOAWAY")
         st = Stream(self.next_id, self.local["initial_window"], self.peer["initial_window"])
         self.next_id += 2
         self.streams[st.id] = st
-        self.send(frame(st.id, HEADERS, END if end else 0, enc_call_header(method, codec, timeout_us, md)))
+        if header is None:
+            header = enc_call_header(method, codec, timeout_us, md)
+        self.send(frame(st.id, HEADERS, END if end else 0, header))
         return st
 
     def send_message(self, st, msg, end):
@@ -611,7 +615,7 @@ def expect(cond, what):
         raise Fail(what)
 
 
-def check_calls(path):
+def check_calls(path, vectors=()):
     c = Conn(path)
     expect(c.peer["max_message_size"] == 65 << 20,
            f"server MaxMessageSize {c.peer['max_message_size']}, want {65 << 20} (clients/testserver)")
@@ -626,6 +630,12 @@ def check_calls(path):
         msgs, tr, _ = c.unary(name, JSON, b"{}")
         expect(tr[0] == 3 and not msgs, f"{name}: status {tr}, want 3 (InvalidArgument)")
     ok("names not of the form Service.Method (HTTP spellings, no dot): 3 (InvalidArgument)")
+    answered = [v for v in vectors if v["kind"] == "callheader" and "status" in v]
+    for v in answered:
+        msgs, tr = c.finish(c.open(None, None, end=True, header=bytes.fromhex(v["hex"])))
+        expect(tr[0] == v["status"] and not msgs, f"vector {v['name']!r}: status {tr}, want {v['status']}")
+    if answered:
+        ok(f"{len(answered)} call header vectors with a status: answered with it")
     msgs, tr, _ = c.unary(b"Test.Nope", JSON, b"{}")
     expect(tr[0] == 12 and not msgs, f"Test.Nope: status {tr}, want 12 (Unimplemented)")
     ok("a well-formed name the server does not serve: 12 (Unimplemented)")
@@ -771,9 +781,8 @@ def main():
     ap.add_argument("--server-pid", type=int)
     a = ap.parse_args()
     try:
-        if a.vectors:
-            check_vectors(a.vectors)
-        check_calls(a.socket)
+        vectors = check_vectors(a.vectors) if a.vectors else ()
+        check_calls(a.socket, vectors)
         check_settings(a.socket)
         if a.server_pid:
             check_shutdown(a.socket, a.server_pid)

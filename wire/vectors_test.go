@@ -33,6 +33,10 @@ type vector struct {
 	// encoder never produces (unknown settings, a default sent explicitly,
 	// an explicit empty block), so it is not re-encoded.
 	NonCanonical bool `json:"noncanonical,omitempty"`
+	// Status, on a callheader vector that decodes, is the code a callee
+	// answers it with whatever methods it serves: 3 for a method name not
+	// of the form Service.Method.
+	Status int `json:"status,omitempty"`
 }
 
 type frameFields struct {
@@ -280,6 +284,22 @@ var vectors = []vector{
 	{Name: "call header: explicit empty metadata block", Kind: "callheader",
 		Hex:    cat("03", x("S.m"), "00", "00", "00"),
 		Fields: callHeaderFields{Method: "S.m"}, NonCanonical: true},
+	// Well encoded, but not a method name: answered with code 3, not 12.
+	{Name: "call header: method name without a dot", Kind: "callheader",
+		Hex:    cat("04", x("Nope"), "01", "00"),
+		Fields: callHeaderFields{Method: "Nope", Codec: 1}, Status: 3},
+	{Name: "call header: method name as an HTTP path", Kind: "callheader",
+		Hex:    cat("0c", x("/Counter/Get"), "01", "00"),
+		Fields: callHeaderFields{Method: "/Counter/Get", Codec: 1}, Status: 3},
+	{Name: "call header: method name with an empty service", Kind: "callheader",
+		Hex:    cat("04", x(".Get"), "01", "00"),
+		Fields: callHeaderFields{Method: ".Get", Codec: 1}, Status: 3},
+	{Name: "call header: method name with an empty method", Kind: "callheader",
+		Hex:    cat("08", x("Counter."), "01", "00"),
+		Fields: callHeaderFields{Method: "Counter.", Codec: 1}, Status: 3},
+	{Name: "call header: method name with a space", Kind: "callheader",
+		Hex:    cat("0c", x("Counter.G et"), "01", "00"),
+		Fields: callHeaderFields{Method: "Counter.G et", Codec: 1}, Status: 3},
 	{Name: "call header: truncated method length varint", Kind: "callheader",
 		Hex: "80", Fields: none, Error: "bad_payload"},
 	{Name: "call header: method length past the end", Kind: "callheader",
@@ -681,6 +701,7 @@ func TestVectors(t *testing.T) {
 		Fields       json.RawMessage `json:"fields"`
 		Error        string          `json:"error"`
 		NonCanonical bool            `json:"noncanonical"`
+		Status       int             `json:"status"`
 	}
 	if err := json.Unmarshal(got, &raw); err != nil {
 		t.Fatal(err)
@@ -693,6 +714,9 @@ func TestVectors(t *testing.T) {
 			t.Errorf("duplicate vector name %q", v.Name)
 		}
 		names[v.Name] = true
+		if v.Status != 0 && (v.Kind != "callheader" || v.Error != "") {
+			t.Errorf("%s: status is for callheader vectors that decode", v.Name)
+		}
 		t.Run(v.Kind+"/"+v.Name, func(t *testing.T) {
 			b, err := hex.DecodeString(v.Hex)
 			if err != nil {
