@@ -318,36 +318,40 @@ func TestTokenAuthWebSocket(t *testing.T) {
 }
 
 // TestWrongTransport: a tcp:// client dialing a ws:// or a tls:// listener
-// is told at once what the address speaks and how to dial it (goroutine
-// mode: the event loop reads a ws:// listener's opening handshake itself).
+// is told at once what the address speaks and how to dial it, on both
+// engines (the event loop reads a ws:// listener's opening handshake
+// itself).
 func TestWrongTransport(t *testing.T) {
 	srvConf, _ := testutil.TLSConfigs(t)
-	for _, tc := range []struct {
-		addr string
-		conf *transport.ListenConfig
-		want string
-		loop bool
-	}{
-		{"ws://127.0.0.1:0/warren", nil, "this address speaks WebSocket: dial ws://127.0.0.1:", false},
-		{"tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf}, "this address speaks TLS: dial tls://127.0.0.1:", false},
-	} {
-		l, err := transport.Listen(tc.addr, tc.conf)
-		if err != nil {
-			t.Fatal(err)
+	for _, loop := range []bool{false, true} {
+		for _, tc := range []struct {
+			addr string
+			conf *transport.ListenConfig
+			want string
+		}{
+			{"ws://127.0.0.1:0/warren", nil, "this address speaks WebSocket: dial ws://127.0.0.1:"},
+			{"tls://127.0.0.1:0", &transport.ListenConfig{TLS: srvConf}, "this address speaks TLS: dial tls://127.0.0.1:"},
+		} {
+			l, err := transport.Listen(tc.addr, tc.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			srv := rpc.NewServer(&rpc.ServerOptions{Logger: quietLogger(&b), EventLoop: loop})
+			done := make(chan struct{})
+			go func() { srv.Serve(l); close(done) }()
+			_, port, _ := net.SplitHostPort(l.Addr().String())
+			start := time.Now()
+			c, err := rpc.Dial("tcp://127.0.0.1:"+port, nil)
+			if err == nil {
+				err = setCounter(c)
+				c.Close()
+			}
+			if took := time.Since(start); err == nil || !strings.Contains(err.Error(), tc.want) || took > time.Second {
+				t.Errorf("tcp:// to %s (event loop %v): after %v: %v, want %q within 1 s", tc.addr, loop, took, err, tc.want)
+			}
+			srv.Close()
+			<-done
 		}
-		var b strings.Builder
-		srv := rpc.NewServer(&rpc.ServerOptions{Logger: quietLogger(&b), EventLoop: tc.loop})
-		go srv.Serve(l)
-		_, port, _ := net.SplitHostPort(l.Addr().String())
-		start := time.Now()
-		c, err := rpc.Dial("tcp://127.0.0.1:"+port, nil)
-		if err == nil {
-			err = setCounter(c)
-			c.Close()
-		}
-		if took := time.Since(start); err == nil || !strings.Contains(err.Error(), tc.want) || took > time.Second {
-			t.Errorf("tcp:// to %s (event loop %v): after %v: %v, want %q within 1 s", tc.addr, tc.loop, took, err, tc.want)
-		}
-		srv.Close()
 	}
 }

@@ -82,6 +82,9 @@ func loopHandshake(ctx context.Context, ln net.Listener, conn net.Conn) ([]byte,
 	}
 	c := newWSConn(conn, false)
 	if err := c.accept(ctx, l.ws); err != nil {
+		if errors.Is(err, errWarrenPreface) {
+			(&Conn{srv: l}).answerWrongTransport(conn, "WebSocket")
+		}
 		return nil, err
 	}
 	return c.rb.buffered0(), nil

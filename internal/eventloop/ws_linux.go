@@ -21,6 +21,7 @@ import (
 	"github.com/warrenipc/warren/internal/wsframe"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
 )
 
 // WebSocket connections on the event loop. On a ws:// listener the loop
@@ -153,7 +154,10 @@ func (l *evLoop) readUpgrade(rec *loopConn) {
 	}
 	from := max(0, a.plen-3)
 	a.plen += n
-	if !bytes.Contains(a.pend.B[from:a.plen], []byte("\r\n\r\n")) && a.plen < wsMaxRequest {
+	// A warren preface (a tcp:// client) has no end of head: the
+	// handshake answers it at once with what the address speaks.
+	preface := a.plen >= len(wire.Magic) && string(a.pend.B[:len(wire.Magic)]) == wire.Magic
+	if !preface && !bytes.Contains(a.pend.B[from:a.plen], []byte("\r\n\r\n")) && a.plen < wsMaxRequest {
 		return
 	}
 	l.upgrade(rec)
