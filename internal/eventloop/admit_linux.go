@@ -4,9 +4,12 @@ package eventloop
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,9 +18,11 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/evloop"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/wire"
 )
 
 // Accept and admission: the peer's identity, the server's policy and
@@ -56,8 +61,8 @@ func (l *evLoop) accept() {
 
 // admit sets up a newly accepted connection: its identity, the listener's
 // and the server's policies, and the connection limits, exactly as
-// ServeConn applies them. A refused peer still gets the handshake, then a
-// GOAWAY saying why, as in the goroutine mode.
+// ServeConn applies them. A refused peer gets the server's preface and a
+// GOAWAY saying why, as in the goroutine mode (readRefused).
 func (l *evLoop) admit(fd int, sa unix.Sockaddr) {
 	rec := l.table.get(fd)
 	*rec = loopConn{state: stHandshake}
@@ -123,7 +128,8 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 	a.refuse, a.code = l.adm.Admit(&rec.adm, p, l.eng)
 	if a.refuse != "" {
 		if l.refusing++; l.refusing > maxRefusing {
-			l.finalize(rec, mux.ErrClosed) // past the cap: closed at once
+			syscall.Write(fd, l.refusal(a)) // past the cap: told and closed at once
+			l.finalize(rec, mux.ErrClosed)
 			return false
 		}
 	}
@@ -132,6 +138,59 @@ func (l *evLoop) open(rec *loopConn, p *peer.Peer) bool {
 		return false
 	}
 	return true
+}
+
+// refusePeekWait bounds the wait for a refused peer's first 4 bytes, as
+// bridgecore.RefusePeekWait does in goroutine mode.
+const refusePeekWait = 100 * time.Millisecond
+
+// readRefused reads at most the first 4 bytes of a refused peer (on a plain
+// unix or TCP connection), enough to tell HTTP, which is handed to the
+// goroutine mode's answer in its own protocol, from warren or anything
+// else, which gets the refusal (refuseNow) and is read no further.
+func (l *evLoop) readRefused(rec *loopConn, a *activeConn) {
+	if !a.closeAt.IsZero() {
+		l.finalize(rec, mux.ErrClosed) // a hang-up after the refusal
+		return
+	}
+	if a.pend == nil {
+		a.pend = pool.Get(512)
+		a.pend.B = a.pend.B[:cap(a.pend.B)]
+	}
+	n, err := syscall.Read(rec.fd(), a.pend.B[a.plen:len(wire.Magic)])
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return
+	case err != nil || n == 0:
+		l.finalize(rec, io.ErrUnexpectedEOF)
+		return
+	}
+	a.plen += n
+	_, _, _, perr := wire.ParsePreface(a.pend.B[:a.plen])
+	var nw *wire.NotWarrenError
+	switch {
+	case errors.As(perr, &nw) && nw.HTTP:
+		l.handoff(rec, a.pend.B[:a.plen])
+	case perr != nil || a.plen == len(wire.Magic):
+		l.refuseNow(rec)
+	}
+}
+
+// refuseNow delivers rec's refusal as admit.Core.Refuse does in goroutine
+// mode: the server's preface and a GOAWAY with the reason in one write,
+// the write side shut, nothing more read, and the connection closed after
+// admit.RefuseLinger (check) or at the peer's hang-up.
+func (l *evLoop) refuseNow(rec *loopConn) {
+	fd := rec.fd()
+	syscall.Write(fd, l.refusal(rec.act))
+	unix.Shutdown(fd, unix.SHUT_WR)
+	l.p.Mod(fd, evloop.RdHup)
+	rec.act.closeAt = l.now.Add(admit.RefuseLinger)
+}
+
+// refusal returns the bytes that tell a's peer why it is refused.
+func (l *evLoop) refusal(a *activeConn) []byte {
+	return wire.AppendFrame(bytes.Clone(l.preface), 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(a.code), a.refuse))
 }
 
 // peerOf returns the identity of rec's peer; sa is its address, or nil to

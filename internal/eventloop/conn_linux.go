@@ -35,6 +35,8 @@ type fedConn struct {
 	closed bool       // no more writes: closed by the session, or retired by the loop
 	out    bool       // registered for EPOLLOUT
 	paused bool       // not registered for EPOLLIN
+	// pausedAt is when reading was last paused (updatePause).
+	pausedAt time.Time
 
 	// WebSocket connections only: each Write is one binary frame.
 	fr       evloop.Framing
@@ -117,6 +119,9 @@ func (c *fedConn) setPaused(p bool) {
 	c.mu.Lock()
 	if !c.closed && c.paused != p {
 		c.paused = p
+		if p {
+			c.pausedAt = time.Now()
+		}
 		c.l.p.Mod(c.fd, c.events())
 	}
 	c.mu.Unlock()
@@ -132,6 +137,14 @@ func (c *fedConn) retire() {
 	}
 	c.closed = true
 	c.mu.Unlock()
+}
+
+// stuck reports whether reading has been paused, the peer not reading its
+// output, for mux.StuckAfter.
+func (c *fedConn) stuck(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused && !c.closed && now.Sub(c.pausedAt) >= mux.StuckAfter()
 }
 
 func (c *fedConn) isClosed() bool {

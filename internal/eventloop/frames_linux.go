@@ -24,6 +24,10 @@ func (l *evLoop) read(rec *loopConn) {
 		return
 	}
 	a := rec.act
+	if a != nil && a.refuse != "" && rec.state == stHandshake {
+		l.readRefused(rec, a)
+		return
+	}
 	if a != nil && a.d.dst != nil {
 		l.readDirect(rec, a)
 		return

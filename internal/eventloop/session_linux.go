@@ -186,12 +186,14 @@ func (l *evLoop) handoff(rec *loopConn, data []byte) {
 // updatePause stops reading from a connection whose peer does not read
 // what it is sent, once more is waiting than flow control can explain (the
 // connection window plus a margin, so only control frames such as PING
-// replies could be behind it), and resumes once the backlog is written.
+// replies could be behind it) or more PING replies than goroutine mode
+// queues, and resumes once the backlog is written. A connection paused for
+// mux.StuckAfter is closed (check).
 func (l *evLoop) updatePause(rec *loopConn) {
 	a := rec.act
 	if a == nil || a.sess == nil || a.conn == nil {
 		return
 	}
 	limit := int(16*int64(rec.set.InitialWindow) + 1<<20)
-	a.conn.setPaused(a.sess.WriteBacklog() >= limit)
+	a.conn.setPaused(a.sess.WriteBacklog() >= limit || a.sess.PingsOver())
 }

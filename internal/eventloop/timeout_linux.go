@@ -36,6 +36,7 @@ var (
 	errHandshakeTimeout = errors.New("warren: handshake timed out")
 	errReadTimeout      = errors.New("warren: read timed out in the middle of a frame")
 	errIdleTimeout      = errors.New("warren: idle timeout")
+	errStuck            = errors.New("warren: the peer has not read its output; closing")
 )
 
 func (l *evLoop) check(rec *loopConn) {
@@ -44,6 +45,10 @@ func (l *evLoop) check(rec *loopConn) {
 		if !l.now.Before(a.closeAt) {
 			l.finalize(rec, a.ws.err)
 		}
+		return
+	}
+	if a.refuse != "" && rec.state == stHandshake && a.closeAt.IsZero() && rec.flags&flWS == 0 && l.now.Sub(a.since) >= refusePeekWait {
+		l.refuseNow(rec) // a refused peer silent for refusePeekWait
 		return
 	}
 	var err error
@@ -58,6 +63,8 @@ func (l *evLoop) check(rec *loopConn) {
 		err = errReadTimeout
 	case a.conn != nil && a.conn.writeTimedOut(l.now) && a.sess.WriteBacklog() > 0:
 		err = os.ErrDeadlineExceeded
+	case a.conn != nil && a.conn.stuck(l.now):
+		err = errStuck
 	}
 	if err != nil {
 		l.finalize(rec, err)

@@ -30,7 +30,14 @@ const stuckTimeout = 10 * time.Second
 // stuckTimeoutNS, if set, replaces stuckTimeout (tests).
 var stuckTimeoutNS atomic.Int64
 
-func stuckAfter() time.Duration {
+// SetStuckTimeout replaces stuckTimeout until the returned func (tests).
+func SetStuckTimeout(d time.Duration) (restore func()) {
+	old := stuckTimeoutNS.Swap(int64(d))
+	return func() { stuckTimeoutNS.Store(old) }
+}
+
+// StuckAfter is how long a peer may leave its output unread (both engines).
+func StuckAfter() time.Duration {
 	if v := stuckTimeoutNS.Load(); v > 0 {
 		return time.Duration(v)
 	}
@@ -64,7 +71,7 @@ func (w *writer) waitWritten() bool {
 		go w.asyncFn()
 	}
 	expired := false
-	t := time.AfterFunc(stuckAfter(), func() {
+	t := time.AfterFunc(StuckAfter(), func() {
 		w.mu.Lock()
 		expired = true
 		w.cond.Broadcast()
@@ -77,6 +84,13 @@ func (w *writer) waitWritten() bool {
 	w.mu.Unlock()
 	t.Stop()
 	return ok
+}
+
+// PingsOver reports whether more PING replies are unwritten than allowed.
+func (s *Session) PingsOver() bool {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return s.w.pingsBuf+s.w.pingsInflight > maxPingReplies
 }
 
 // answerPing queues the reply to a PING, counted against maxPingReplies.
@@ -98,6 +112,6 @@ func (s *Session) throttle() bool {
 	if s.w.waitWritten() {
 		return true
 	}
-	s.closeWith(&wire.ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", stuckAfter())})
+	s.closeWith(&wire.ProtocolError{Reason: fmt.Sprintf("the peer has not read its output for %v; closing", StuckAfter())})
 	return false
 }

@@ -305,6 +305,7 @@ func (w *writer) flushFedLocked() error {
 	for w.err == nil {
 		if len(w.fw.pend) == 0 {
 			w.releasePend()
+			w.pingsInflight = 0 // written
 			if w.fw.ext != nil {
 				w.fw.pend, w.fw.ext, w.fw.extOut = w.fw.ext, nil, true
 				continue
@@ -313,7 +314,7 @@ func (w *writer) flushFedLocked() error {
 				break
 			}
 			w.fw.pend, w.fw.pendH = w.buf, w.fw.bufH
-			w.buf, w.fw.bufH = nil, nil
+			w.buf, w.fw.bufH, w.pingsInflight, w.pingsBuf = nil, nil, w.pingsInflight+w.pingsBuf, 0
 			w.cond.Broadcast() // room for writers waiting at highWater
 		}
 		out, fds := w.fedChunk(w.fw.pend)
