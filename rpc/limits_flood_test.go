@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
@@ -138,4 +139,58 @@ func limRefusedFlood(t *testing.T, start func(*ServerOptions) *limEnv, loop bool
 	if took > 2*time.Second {
 		t.Errorf("closed after %v, want within admit.RefuseLinger (0.5 s)", took)
 	}
+}
+
+// limHog3000: one process that opens 3,000 unix connections, half of them
+// sending their preface and half silent, is held to the per-process limit
+// (MaxConnsPerPID, 256 by default) and the handshake cap
+// (admit.MaxHandshakesPerPeer, 256) on both engines: the server keeps at
+// most their sum of those descriptors, and a call from another process of
+// the user succeeds within 3 s.
+func limHog3000(t *testing.T, start func(*ServerOptions) *limEnv, loop bool) {
+	e := start(nil)
+	perPID := e.srv.opts.MaxConnsPerPID
+	fds0 := procFDs(t)
+	const n = 3000
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	preface := wire.AppendPreface(nil, wire.Settings{})
+	for i := range n {
+		c, err := net.Dial(e.network, e.address)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if i%2 == 0 {
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(preface)
+		}
+	}
+	var held int
+	eventually(t, func() bool {
+		held = procFDs(t) - fds0 - n
+		return held <= perPID+admit.MaxHandshakesPerPeer+8
+	})
+	begin := time.Now()
+	if err := callFromOtherProcess(t, e.addr); err != nil {
+		t.Fatalf("a call from another process with 3,000 connections of one process open: %v", err)
+	}
+	took := time.Since(begin)
+	if took > 3*time.Second {
+		t.Fatalf("the call from another process took %v, want at most 3 s", took)
+	}
+	t.Logf("3,000 connections of one process (event loop %v): the server holds %d descriptors for them (limits %d per process + %d in their handshake); another process's call served in %v", loop, held, perPID, admit.MaxHandshakesPerPeer, took.Round(time.Millisecond))
+}
+
+// procFDs returns the process's open descriptors (Linux).
+func procFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
 }

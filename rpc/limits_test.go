@@ -111,6 +111,7 @@ func TestConnLimits(t *testing.T) {
 		{"UnauthenticatedCap", false, limUnauthenticatedCap},
 		{"PingFlood", false, limPingFlood},
 		{"RefusedFlood", false, limRefusedFlood},
+		{"Hog3000", true, limHog3000},
 	}
 	rawFrames := map[string]bool{"PingFlood": true, "RefusedFlood": true} // unix and tcp
 	for _, loop := range []bool{false, true} {
