@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
+	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/statusmsg"
 	"github.com/warrenipc/warren/status"
@@ -147,16 +148,59 @@ func (g *serviceGuard) WrapStreamingClient(next connect.StreamingClientFunc) con
 	return next
 }
 
+// WrapStreamingHandler admits a stream of the reflection or health service
+// and ends it with Unavailable once the server has sent its HTTP/2
+// GOAWAYs (a health Watch tells its peer NOT_SERVING before them).
 func (g *serviceGuard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		c, err := g.admit(ctx, conn.Spec())
 		if err != nil {
 			return err
 		}
+		hd := g.srv.HTTPDrain()
+		if strings.HasSuffix(conn.Spec().Procedure, "/Watch") {
+			sent := hd.Notice()
+			defer sent()
+			conn = &noticeConn{conn, g.srv.Draining(), sent}
+		}
 		// Replied follows in Serve, once written.
-		err = c.InterceptStream(ctx, func(ictx context.Context) error { return next(ictx, conn) })
+		err = c.InterceptStream(ctx, func(ictx context.Context) error {
+			ictx, cancel := context.WithCancel(ictx)
+			defer cancel()
+			go func() {
+				select {
+				case <-hd.GoneAway():
+					cancel()
+				case <-ictx.Done():
+				}
+			}()
+			return next(ictx, conn)
+		})
+		select {
+		case <-hd.GoneAway():
+			return connect.NewError(connect.CodeUnavailable, errors.New(admit.ShuttingDown))
+		default:
+		}
 		return asConnectError(err)
 	}
+}
+
+// noticeConn is a health Watch's stream: a message sent once the drain has
+// begun is its NOT_SERVING.
+type noticeConn struct {
+	connect.StreamingHandlerConn
+	draining <-chan struct{}
+	sent     func()
+}
+
+func (n *noticeConn) Send(msg any) error {
+	err := n.StreamingHandlerConn.Send(msg)
+	select {
+	case <-n.draining:
+		n.sent()
+	default:
+	}
+	return err
 }
 
 // asConnectError returns err, a status (from rpc: a panic, a call ended

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/status"
 )
 
@@ -65,6 +66,7 @@ func (b *bridgeServer) MaxMessage() int { return int((*Server)(b).maxMessage()) 
 func (b *bridgeServer) Closed() bool    { return isClosed(b.closed) }
 
 func (b *bridgeServer) Draining() <-chan struct{} { return b.closed }
+func (b *bridgeServer) HTTPDrain() *drain.HTTP    { return &b.http2 }
 
 // The bridge's view of a handler.
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/eventloop"
@@ -19,19 +18,6 @@ import (
 // loopSession, the eventloop.Session of one connection. See
 // ARCHITECTURE.md, "Event loop".
 
-// defaultReadTimeout is ServerOptions.ReadTimeout's default.
-const defaultReadTimeout = 30 * time.Second
-
-func (s *Server) readTimeout() time.Duration {
-	switch {
-	case s.opts.ReadTimeout == 0:
-		return defaultReadTimeout
-	case s.opts.ReadTimeout < 0:
-		return 0
-	}
-	return s.opts.ReadTimeout
-}
-
 // serveEventLoop serves l from an event loop until the server closes.
 // handled is false when the loop cannot serve l: Serve then uses the
 // goroutine mode.
@@ -39,7 +25,7 @@ func (s *Server) serveEventLoop(l net.Listener) (handled bool, err error) {
 	handled, err = eventloop.Serve((*loopCore)(s), l, &eventloop.Options{
 		Settings:         s.opts.Settings,
 		HandshakeTimeout: s.handshakeTimeout(),
-		ReadTimeout:      s.readTimeout(),
+		ReadTimeout:      eventloop.ReadTimeout(s.opts.ReadTimeout),
 		IdleTimeout:      s.opts.IdleTimeout,
 		SharedMin:        s.opts.SharedThreshold,
 		MaxShared:        s.opts.MaxSharedBytes,

@@ -43,7 +43,9 @@ const httpIdleTimeout = 2 * time.Minute
 // was refused: each request is then answered with that error and the
 // connection closed.
 func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
-	l := bridgecore.NewConnListener(&httpbody.Guard{Conn: conn})
+	tap := s.http2.Track(conn)
+	defer s.http2.Untrack(tap)
+	l := bridgecore.NewConnListener(&httpbody.Guard{Conn: tap})
 	h := &httpConn{srv: s, sc: sc}
 	readHeader := s.handshakeTimeout()
 	if refuse != "" {
@@ -70,6 +72,7 @@ func (s *Server) serveHTTPConn(sc *serverConn, conn net.Conn, refuse string) {
 		},
 		ErrorLog: s.httpErrorLog(),
 	}
+	tap.Server = hs
 	hs.Serve(l)
 	h.active.Wait() // a handler that hijacked the connection may still run
 }

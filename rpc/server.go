@@ -17,6 +17,7 @@ import (
 	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/mux"
@@ -233,6 +234,7 @@ type Server struct {
 	loopPeak int
 	closing  bool
 	closed   chan struct{} // closed by Shutdown/Close
+	http2    drain.HTTP    // the HTTP connections' drain (Shutdown)
 
 	calls      atomic.Int64
 	replying   atomic.Int64 // HTTP replies still being written by calls that stopped counting

@@ -25,6 +25,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	const why = "server is shutting down"
 	var dr drain.Drain
 	dr.GoAway(ctx, s.beginClose(), status.Unavailable, why)
+	s.http2.GoAway(s.ctx, &s.wg) // health NOT_SERVING first, then HTTP/2 GOAWAYs
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var err error
@@ -54,6 +55,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			sess.Flush()
 		}
+		s.http2.Close(ctx) // their peers close first: no reset
 	}
 	s.closeAll()
 	return err

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
 )
@@ -68,6 +69,10 @@ type Server interface {
 	// Draining returns a channel closed once the server starts shutting
 	// down.
 	Draining() <-chan struct{}
+	// HTTPDrain returns the drain of the server's HTTP connections, with
+	// which the bridge's health Watch streams tell their peers first, and
+	// after whose GOAWAYs its own long-lived streams end.
+	HTTPDrain() *drain.HTTP
 }
 
 // Method is a registered method.

@@ -88,7 +88,7 @@ type Options struct {
 	// positive.
 	HandshakeTimeout time.Duration
 	// ReadTimeout bounds how long a frame may take to arrive once its
-	// first byte has; 0: no bound.
+	// first byte has; 0: no bound (see the func ReadTimeout).
 	ReadTimeout time.Duration
 	// IdleTimeout closes a connection without calls that has sent nothing
 	// for this long; 0: never.
@@ -172,4 +172,19 @@ func (c *HandoffConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// defaultReadTimeout is rpc.ServerOptions.ReadTimeout's default.
+const defaultReadTimeout = 30 * time.Second
+
+// ReadTimeout returns Options.ReadTimeout for rpc.ServerOptions.ReadTimeout
+// opt: 0 means the default (30 s), a negative value no bound.
+func ReadTimeout(opt time.Duration) time.Duration {
+	switch {
+	case opt == 0:
+		return defaultReadTimeout
+	case opt < 0:
+		return 0
+	}
+	return opt
 }
