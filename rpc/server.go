@@ -19,6 +19,7 @@ import (
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -183,6 +184,10 @@ type ServerOptions struct {
 	// HTTP from a browser (cors.go). Off by default: cross-origin requests
 	// that change state are refused.
 	CORS *CORSOptions
+	// Metrics counts calls, connections, refusals and sheds, and answers
+	// "GET /metrics" on every listener in the Prometheus text format, under
+	// the policies and token rules of calls (README, "Metrics").
+	Metrics bool
 }
 
 func limit(v, def int) int {
@@ -242,6 +247,7 @@ type Server struct {
 	refusing   atomic.Int64       // refused peers being answered (refuseAtAccept)
 	wg         sync.WaitGroup     // every goroutine the server started
 	ev         eventloop.Counters // event-loop mode (eventloop.go)
+	met        *metrics.Registry  // ServerOptions.Metrics; nil without
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
@@ -277,6 +283,9 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.opts.Metrics {
+		s.met = metrics.New()
+	}
 	s.initAdmission()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
@@ -304,6 +313,7 @@ func (s *Server) register(h *handler) {
 	for k, v := range old {
 		m[k] = v
 	}
+	h.met = s.met.Method(h.name)
 	for _, n := range names {
 		m[n] = h // the full name of its schema too (schema.go)
 	}

@@ -75,7 +75,6 @@ func AppendText(b []byte, s *Snapshot) []byte {
 	e.gauge("warren_server_files_in_flight", "gauge", "Descriptors received and not yet closed or handed on.", float64(s.Files))
 	e.gauge("warren_server_shared_bytes_in_flight", "gauge", "Bytes of shared messages received and held mapped.", float64(s.SharedBytes))
 	e.gauge("warren_eventloop_loops", "gauge", "Event loops running.", float64(s.Loop.Loops))
-	e.gauge("warren_eventloop_sessions", "gauge", "Event-loop connections with a live session (not hibernating).", float64(s.Loop.Sessions))
 	e.gauge("warren_eventloop_hibernations_total", "counter", "Idle sessions dropped by the event loop.", float64(s.Loop.Hibernations))
 	e.gauge("warren_eventloop_wakes_total", "counter", "Sessions rebuilt for a hibernating connection that sent something.", float64(s.Loop.Wakes))
 	e.gauge("warren_eventloop_takeovers_total", "counter", "Loops taken over from a call that ran too long inline.", float64(s.Loop.Takeovers))

@@ -122,7 +122,12 @@ func (m *Method) End(start int64, err error, in, out int) {
 	}
 	m.inFlight.Add(-1)
 	m.hist.Observe(nanotime() - start)
-	code := status.CodeOf(err)
+	code := status.OK
+	if se, ok := err.(*status.Error); ok {
+		code = se.Code // the usual error: no errors.As
+	} else if err != nil {
+		code = status.CodeOf(err)
+	}
 	if uint32(code) >= NumCodes {
 		code = status.Unknown
 	}

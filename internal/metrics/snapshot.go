@@ -75,7 +75,6 @@ type ReasonCount struct {
 // LoopStats are the event loop's own figures.
 type LoopStats struct {
 	Loops        int64  // loops running
-	Sessions     int64  // connections with a live session (not hibernating)
 	Hibernations uint64 // sessions dropped while idle
 	Wakes        uint64 // sessions rebuilt for a connection that sent something
 	Takeovers    uint64 // loops taken over from a call that ran too long inline
