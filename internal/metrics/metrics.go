@@ -15,7 +15,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
+	_ "unsafe" // go:linkname
 
 	"github.com/warrenipc/warren/status"
 )
@@ -152,7 +152,8 @@ func (m *Method) Refused(code status.Code) {
 	m.codes[code].Add(1)
 }
 
-var epoch = time.Now()
-
-// nanotime is the monotonic clock in nanoseconds.
-func nanotime() int64 { return int64(time.Since(epoch)) }
+// nanotime is the runtime's monotonic clock in nanoseconds: a third of
+// time.Now's cost, which also reads the wall clock.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
