@@ -185,8 +185,8 @@ type ServerOptions struct {
 	// that change state are refused.
 	CORS *CORSOptions
 	// Metrics counts calls, connections, refusals and sheds, and answers
-	// "GET /metrics" on every listener in the Prometheus text format, under
-	// the policies and token rules of calls (README, "Metrics").
+	// "GET /metrics" on every listener (unless NoHTTP) in the Prometheus
+	// text format, under the policies and token rules of calls (README).
 	Metrics bool
 }
 
