@@ -8,6 +8,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/shm"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 )
@@ -31,7 +32,7 @@ func (s *Server) initAdmission() {
 	s.met.SetCollect(func(x *metrics.Snapshot) {
 		s.adm.Collect(x)
 		s.ev.Collect(x)
-		x.Files, x.SharedBytes = mux.FilesHeld.Load(), mux.SharedHeld.Load()
+		x.Files, x.SharedBytes = shm.FilesHeld.Load(), shm.SharedHeld.Load()
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
 
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/shm"
@@ -38,22 +37,10 @@ type fileState struct {
 	share     bool       // both sides announced descriptors: whole shared buffers go shared
 	sharedMin int        // messages of at least this size go shared too; 0: never
 	maxShared int64
-	held      heldCount // bytes of shared messages mapped, in whole pages
-	maxHeld   int64     // descriptors messages may hold until released
-	heldFDs   heldCount // descriptors held by received messages not yet released
+	held      shm.Held // bytes of shared messages mapped, in whole pages
+	maxHeld   int64    // descriptors messages may hold until released
+	heldFDs   shm.Held // descriptors held by received messages not yet released
 }
-
-// SharedHeld and FilesHeld total every session's fileState.held and
-// heldFDs in the process (the metrics).
-var SharedHeld, FilesHeld atomic.Int64
-
-// heldCount is a session's count that also adds to a process total.
-type heldCount struct {
-	atomic.Int64
-	total *atomic.Int64
-}
-
-func (c *heldCount) Add(d int64) int64 { c.total.Add(d); return c.Int64.Add(d) }
 
 // pageRound is n rounded up to whole pages: what a mapping takes.
 func pageRound(n uint64) int64 { return int64((n + 4095) &^ 4095) }
@@ -87,7 +74,7 @@ func NewFileQueue(per int) *shm.Queue { return shm.NewQueue(per, filesBound(per)
 // setFiles makes the session take the descriptors its frames name from q.
 func (s *Session) setFiles(q *shm.Queue) {
 	s.fs.q = q
-	s.fs.held.total, s.fs.heldFDs.total = &SharedHeld, &FilesHeld
+	s.fs.held.Total, s.fs.heldFDs.Total = &shm.SharedHeld, &shm.FilesHeld
 	s.fs.maxHeld = int64(filesBound(int(s.local.MaxFiles)))
 	s.fs.maxShared = s.cfg.MaxShared
 	if s.fs.maxShared <= 0 {
