@@ -20,6 +20,7 @@ import (
 	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -184,6 +185,10 @@ type ServerOptions struct {
 	// HTTP from a browser (cors.go). Off by default: cross-origin requests
 	// that change state are refused.
 	CORS *CORSOptions
+	// Metrics counts calls, connections, refusals and sheds, and answers
+	// "GET /metrics" on every listener (unless NoHTTP) in the Prometheus
+	// text format, under the policies and token rules of calls (README).
+	Metrics bool
 }
 
 func limit(v, def int) int {
@@ -244,6 +249,7 @@ type Server struct {
 	refusing   atomic.Int64       // refused peers being answered (refuseAtAccept)
 	wg         sync.WaitGroup     // every goroutine the server started
 	ev         eventloop.Counters // event-loop mode (eventloop.go)
+	met        *metrics.Registry  // ServerOptions.Metrics; nil without
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
@@ -279,6 +285,9 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.opts.Metrics {
+		s.met = metrics.New()
+	}
 	s.initAdmission()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
@@ -306,6 +315,7 @@ func (s *Server) register(h *handler) {
 	for k, v := range old {
 		m[k] = v
 	}
+	h.met = s.met.Method(h.name)
 	for _, n := range names {
 		m[n] = h // the full name of its schema too (schema.go)
 	}
@@ -362,6 +372,7 @@ func (s *Server) Serve(l net.Listener) error {
 			default:
 			}
 			if acceptshed.OutOfDescriptors(err) && shed.ShedListener(l) {
+				s.adm.ShedPending()
 				shed.Log(s.logger, err, 0) // a pending connection was closed
 				continue
 			}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
@@ -187,4 +188,12 @@ func ReadTimeout(opt time.Duration) time.Duration {
 		return 0
 	}
 	return opt
+}
+
+// Collect sets s.Loop from c.
+func (c *Counters) Collect(s *metrics.Snapshot) {
+	s.Loop = metrics.LoopStats{
+		Loops: int64(c.Loops.Load()), Hibernations: c.Hibernations.Load(),
+		Wakes: c.Wakes.Load(), Takeovers: c.Takeovers.Load(),
+	}
 }

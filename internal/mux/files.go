@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
 
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/internal/shm"
@@ -38,9 +37,9 @@ type fileState struct {
 	share     bool       // both sides announced descriptors: whole shared buffers go shared
 	sharedMin int        // messages of at least this size go shared too; 0: never
 	maxShared int64
-	held      atomic.Int64 // bytes of shared messages mapped, in whole pages
-	maxHeld   int64        // descriptors messages may hold until released
-	heldFDs   atomic.Int64 // descriptors held by received messages not yet released
+	held      shm.Held // bytes of shared messages mapped, in whole pages
+	maxHeld   int64    // descriptors messages may hold until released
+	heldFDs   shm.Held // descriptors held by received messages not yet released
 }
 
 // pageRound is n rounded up to whole pages: what a mapping takes.
@@ -75,6 +74,7 @@ func NewFileQueue(per int) *shm.Queue { return shm.NewQueue(per, filesBound(per)
 // setFiles makes the session take the descriptors its frames name from q.
 func (s *Session) setFiles(q *shm.Queue) {
 	s.fs.q = q
+	s.fs.held.Total, s.fs.heldFDs.Total = &shm.SharedHeld, &shm.FilesHeld
 	s.fs.maxHeld = int64(filesBound(int(s.local.MaxFiles)))
 	s.fs.maxShared = s.cfg.MaxShared
 	if s.fs.maxShared <= 0 {
