@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -121,6 +122,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r = h.srv.authorizeHTTP(w, r, h.sc.peer); r == nil {
+		return
+	}
+	if h.srv.console != nil && console.Match(r.URL.Path) && !transport.IsWebSocketUpgrade(r) {
+		h.srv.console.Serve(w, r, (*bridgeConn)(h.sc))
 		return
 	}
 	switch r.Method {

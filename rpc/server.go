@@ -17,6 +17,7 @@ import (
 	"github.com/warrenipc/warren/internal/acceptshed"
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/mux"
@@ -183,6 +184,10 @@ type ServerOptions struct {
 	// HTTP from a browser (cors.go). Off by default: cross-origin requests
 	// that change state are refused.
 	CORS *CORSOptions
+	// Console, if set, serves a console page at /console/ on the HTTP
+	// bridge: the methods, a form to call them, server streams followed,
+	// live figures; its requests are checked as every other is.
+	Console bool
 }
 
 func limit(v, def int) int {
@@ -249,6 +254,7 @@ type Server struct {
 	bridgeOnce sync.Once
 	bridge     bridgecore.Handler // opts.Bridge's, bound (bridge.go)
 	services   sync.Map           // name -> *handler: the bridge's own methods
+	console    *console.Handler   // opts.Console's
 }
 
 // NewServer returns a server with the options (nil for defaults).
@@ -281,6 +287,9 @@ func NewServer(opts *ServerOptions) *Server {
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
 	s.register(introspectionHandler(s))
+	if s.opts.Console {
+		s.console = console.New((*bridgeServer)(s), s.consoleCounts)
+	}
 	return s
 }
 

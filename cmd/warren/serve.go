@@ -241,7 +241,7 @@ func cmdServe(e *env, args []string) error {
 			return listenError(a, err)
 		}
 	}
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
 	store := counter.New()
 	store.Register(srv)
 
@@ -277,7 +277,13 @@ func cmdServe(e *env, args []string) error {
 	if a.Scheme == transport.SchemeTCP || a.Scheme == transport.SchemeTLS {
 		// The page is served by the HTTP bridge; a ws:// or wss://
 		// listener serves only its WebSocket path.
-		fmt.Fprintf(e.stdout, "open %s\n", pageURL(a, l.Addr(), auth))
+		u := pageURL(a, l.Addr(), auth)
+		fmt.Fprintf(e.stdout, "open %s\n", u)
+		if base, query, ok := strings.Cut(u, "?"); ok {
+			fmt.Fprintf(e.stderr, "warren serve: the console: %sconsole/?%s\n", base, query)
+		} else {
+			fmt.Fprintf(e.stderr, "warren serve: the console: %sconsole/\n", u)
+		}
 	}
 	if *eventLoop {
 		if runtime.GOOS == "linux" && a.Scheme != transport.SchemeTLS && a.Scheme != transport.SchemeWSS {

@@ -415,6 +415,18 @@ func (k *Core) Conns() int {
 	return k.conns
 }
 
+// ByUID returns the connections counted by peer uid (those of peers with
+// kernel credentials).
+func (k *Core) ByUID() map[int]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m := make(map[int]int, len(k.byUID))
+	for uid, cs := range k.byUID {
+		m[int(uid)] = len(cs)
+	}
+	return m
+}
+
 // Rejected returns the connections refused so far.
 func (k *Core) Rejected() uint64 { return k.rejected.Load() }
 
