@@ -79,8 +79,9 @@ async function loadMethods() {
   if (m) choose(m);
 }
 
+// serviceOf is the part before the first dot, as the server reads a name.
 function serviceOf(name) {
-  const i = name.lastIndexOf(".");
+  const i = name.indexOf(".");
   return i > 0 ? name.slice(0, i) : name;
 }
 
@@ -250,7 +251,7 @@ async function follow(m, body) {
         if (line.startsWith('{"message":')) {
           n++;
           const at = ((performance.now() - t0) / 1000).toFixed(3) + " s";
-          list.prepend(el("li", null, el("span", "dim", "#" + n + " " + at), pretty(line.slice(11, -1))));
+          list.prepend(el("li", null, el("span", "dim", "#" + n + " " + at), line.slice(11, -1)));
           while (list.childElementCount > maxLines) list.lastElementChild.remove();
           $("r-count").textContent = n + (n === 1 ? " message" : " messages");
         } else {
@@ -287,10 +288,12 @@ $("filter").addEventListener("input", renderMethods);
 const history60 = [];
 
 function spark(svg, values) {
+  // The newest value at the right edge, one step per second.
   const max = Math.max(1, ...values);
-  const pts = values.map((v, i) => (i * 300 / 59).toFixed(1) + "," + (46 - (v / max) * 42).toFixed(1)).join(" ");
+  const x = (i) => ((60 - values.length + i) * 300 / 59).toFixed(1);
+  const pts = values.map((v, i) => x(i) + "," + (46 - (v / max) * 42).toFixed(1)).join(" ");
   const area = document.createElementNS(SVG, "polygon");
-  area.setAttribute("points", (values.length ? "0,48 " + pts + " " + ((values.length - 1) * 300 / 59).toFixed(1) + ",48" : ""));
+  area.setAttribute("points", values.length ? x(0) + ",48 " + pts + " 300,48" : "");
   area.setAttribute("fill", "rgba(79,195,161,.15)");
   const line = document.createElementNS(SVG, "polyline");
   line.setAttribute("points", pts);
