@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -24,8 +25,14 @@ func (s *Server) initAdmission() {
 		MaxConnsPerPID: s.opts.MaxConnsPerPID,
 		CallRate:       s.opts.CallRate,
 		CallBurst:      s.opts.CallBurst,
+		Metrics:        s.met,
 	}, s.opts.Policy, func() *slog.Logger { return s.logger })
 	s.goEng = s.adm.NewEngine(s.shedConn)
+	s.met.SetCollect(func(x *metrics.Snapshot) {
+		s.adm.Collect(x)
+		s.ev.Collect(x)
+		x.Files, x.SharedBytes = mux.FilesHeld.Load(), mux.SharedHeld.Load()
+	})
 }
 
 // refuseAtAccept refuses, as ServeConn would, a plain unix or TCP

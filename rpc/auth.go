@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -210,6 +211,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 		}
 	}
 	if !ok {
+		s.met.CallRefused(metrics.CallNoToken)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
 		if r.Method == http.MethodGet && wantsHTML(r) && !transport.IsWebSocketUpgrade(r) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -3,7 +3,6 @@ package rpc_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -36,22 +35,7 @@ func startAuthOpts(t *testing.T, addr string, opts *rpc.ServerOptions) string {
 	opts.Logger = quietLogger(&b)
 	srv := rpc.NewServer(opts)
 	counter.New().Register(srv)
-	l, err := transport.Listen(addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, rpc.ErrServerClosed) {
-			t.Errorf("Serve = %v", err)
-		}
-	})
-	if strings.HasPrefix(addr, "unix:") {
-		return addr
-	}
-	return "tcp://" + l.Addr().String()
+	return serveOn(t, srv, addr)
 }
 
 func dialToken(t *testing.T, addr, token string) *rpc.Client {

@@ -251,11 +251,13 @@ func (c *serverCall) run() {
 
 // invoke calls the handler, turning a panic into an Internal error.
 func (c *serverCall) invoke(req, dst []byte) (out []byte, err error) {
+	t := c.h.met.Start()
 	defer func() {
 		if r := recover(); r != nil {
 			c.conn.srv.logPanic(c.h.name, r, debug.Stack())
 			out, err = dst, status.Errorf(status.Internal, "handler for %s panicked", c.h.name)
 		}
+		c.h.met.End(t, err, len(req), len(out))
 	}()
 	return c.h.unary(c, c.codec, req, dst)
 }

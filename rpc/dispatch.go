@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -29,17 +30,17 @@ import (
 func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Code, string) {
 	s := sc.srv
 	if hd == nil {
-		s.refused.Add(1)
+		s.callRefused(metrics.CallUnknownMethod)
 		return nil, status.Unimplemented, ""
 	}
 	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
-		s.refused.Add(1)
+		s.callRefused(metrics.CallMethodPolicy)
 		s.adm.CallRefused(sc.peer, err.Error())
 		return nil, status.PermissionDenied, err.Error()
 	}
 	cd, err := codec.ByID(codecID)
 	if err != nil {
-		s.refused.Add(1)
+		s.callRefused(metrics.CallBadCodec)
 		return nil, status.InvalidArgument, err.Error()
 	}
 	if codecID == codec.IDJSON && s.opts.RejectUnknownFields {
@@ -47,17 +48,17 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	}
 	if int64(sc.addCalls(1)) > int64(s.opts.MaxCallsPerConn) {
 		sc.addCalls(-1)
-		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
+		return s.limitHit(sc, metrics.CallMaxCallsPerConn, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
 		sc.addCalls(-1)
-		return s.limitHit(sc, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
+		return s.limitHit(sc, metrics.CallMaxCalls, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
 	}
 	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
 		sc.addCalls(-1)
-		return s.limitHit(sc, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
+		return s.limitHit(sc, metrics.CallRate, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
 	}
 	s.callsTotal.Add(1)
 	return cd, status.OK, ""
@@ -76,8 +77,8 @@ func (s strictJSON) Unmarshal(data []byte, v any) error {
 
 // limitHit counts and logs a call refused by a limit, and returns admit's
 // refusal.
-func (s *Server) limitHit(sc *serverConn, msg string) (codec.Codec, status.Code, string) {
-	s.refused.Add(1)
+func (s *Server) limitHit(sc *serverConn, why metrics.CallReason, msg string) (codec.Codec, status.Code, string) {
+	s.callRefused(why)
 	s.adm.CallRefused(sc.peer, msg)
 	return nil, status.ResourceExhausted, msg
 }
@@ -211,6 +212,11 @@ func (s *Server) worker(c *serverCall) {
 			return
 		}
 	}
+}
+
+func (s *Server) callRefused(why metrics.CallReason) {
+	s.refused.Add(1)
+	s.met.CallRefused(why)
 }
 
 func (s *Server) logPanic(method string, r any, stack []byte) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 )
@@ -42,6 +43,7 @@ type handler struct {
 	kind          methodKind
 	policy        peer.Policy
 	info          CallInfo
+	met           *metrics.Method // nil without ServerOptions.Metrics
 	// unary decodes req with cd, runs the handler (through the
 	// interceptors) and appends the encoded reply to dst.
 	unary func(ctx context.Context, cd codec.Codec, req, dst []byte) ([]byte, error)

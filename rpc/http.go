@@ -110,7 +110,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No request after a chunked one: see httpbody.Guard.
 		w.Header()["Connection"] = bridgecore.HdrClose
 	}
-	if se := h.srv.checkHost(h.sc, r); se != nil {
+	if se := bridgecore.CheckHost(h.sc.conn.LocalAddr(), h.srv.opts.AllowedHosts, r); se != nil {
 		bridgecore.WriteUnaryError(w, 0, se, nil, nil)
 		return
 	}
@@ -134,6 +134,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		if transport.IsWebSocketUpgrade(r) {
 			h.srv.serveWebSocket(h.sc, w, r)
+			return
+		}
+		if h.srv.opts.Metrics && r.URL.Path == "/metrics" {
+			h.srv.met.ServeHTTP(w, r)
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.RawQuery != "" && r.URL.Path != "/" {

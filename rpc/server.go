@@ -20,6 +20,7 @@ import (
 	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
@@ -184,9 +185,14 @@ type ServerOptions struct {
 	// HTTP from a browser (cors.go). Off by default: cross-origin requests
 	// that change state are refused.
 	CORS *CORSOptions
+	// Metrics counts calls, connections, refusals and sheds, and answers
+	// "GET /metrics" on every listener in the Prometheus text format, under
+	// the policies and token rules of calls (README, "Metrics").
+	Metrics bool
 	// Console, if set, serves a console page at /console/ on the HTTP
 	// bridge: the methods, a form to call them, server streams followed,
-	// live figures; its requests are checked as every other is.
+	// live figures (counted as with Metrics); its requests are checked as
+	// every other is.
 	Console bool
 }
 
@@ -247,6 +253,7 @@ type Server struct {
 	refusing   atomic.Int64       // refused peers being answered (refuseAtAccept)
 	wg         sync.WaitGroup     // every goroutine the server started
 	ev         eventloop.Counters // event-loop mode (eventloop.go)
+	met        *metrics.Registry  // ServerOptions.Metrics; nil without
 
 	httpLogOnce sync.Once
 	httpLog     *log.Logger // net/http's own errors, to logger
@@ -283,12 +290,15 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.opts.Metrics || s.opts.Console {
+		s.met = metrics.New()
+	}
 	s.initAdmission()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
 	s.register(introspectionHandler(s))
 	if s.opts.Console {
-		s.console = console.New((*bridgeServer)(s), s.consoleCounts)
+		s.console = console.New((*bridgeServer)(s), s.met.Snapshot)
 	}
 	return s
 }
@@ -313,6 +323,7 @@ func (s *Server) register(h *handler) {
 	for k, v := range old {
 		m[k] = v
 	}
+	h.met = s.met.Method(h.name)
 	for _, n := range names {
 		m[n] = h // the full name of its schema too (schema.go)
 	}

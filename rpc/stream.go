@@ -228,11 +228,13 @@ func (c *serverCall) endStream(header []string, code status.Code, msg string, de
 }
 
 func (c *serverCall) invokeStream() (err error) {
+	t := c.h.met.Start()
 	defer func() {
 		if r := recover(); r != nil {
 			c.conn.srv.logPanic(c.h.name, r, debug.Stack())
 			err = status.Errorf(status.Internal, "handler for %s panicked", c.h.name)
 		}
+		c.h.met.End(t, err, 0, 0)
 	}()
 	return c.h.stream(c)
 }

@@ -26,7 +26,7 @@ import (
 )
 
 var serveHelp = help{
-	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop] [--log-format text|json] [--log-level LEVEL]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
+	usage: "warren serve [--addr ADDR] [--mode 0600] [--allow-uid N]... [--allow-gid N]... [--token T | --no-auth] [--event-loop] [--metrics ADDR] [--log-format text|json] [--log-level LEVEL]\n       warren serve --addr tls://HOST:PORT --cert FILE --key FILE [--client-ca FILE [--allow-san NAME]... [--allow-cn NAME]...]",
 	text: `
 Serve the counter service (Counter.Set, Get, Inc, List and Watch; see
 'warren list') over warren RPC and, on the same address, HTTP in the Connect
@@ -76,6 +76,12 @@ or error) has one record per refused connection, shed idle connection,
 drain and call refused by a limit, with the peer's network, uid, gid, pid
 and address and the reason as attributes; a peer refused again within 10 s
 is counted into one summary record.
+
+--metrics ADDR serves GET /metrics in the Prometheus text format on
+another address (any of --addr's kinds) with the same callers allowed and,
+on a network address, the same token (a random one, printed, if the service
+is on a unix socket and --token is not given); it also answers GET /metrics
+on --addr. See README, "Metrics".
 
 --event-loop serves unix, tcp and ws connections from an epoll event loop
 (Linux; rpc.ServerOptions.EventLoop): an idle connection holds no goroutine.
@@ -146,6 +152,7 @@ func cmdServe(e *env, args []string) error {
 	eventLoop := fset.Bool("event-loop", false, "serve unix, tcp and ws connections from an epoll event loop (Linux)")
 	logFormat := fset.String("log-format", "text", "format of the log on stderr: text or json")
 	logLevel := fset.String("log-level", "info", "least severe log records written: debug, info, warn or error")
+	metricsAddr := fset.String("metrics", "", "also serve GET /metrics (Prometheus) on this address (default: off)")
 	_, err := parseArgs(e, fset, serveHelp, args, 0, 0)
 	if err != nil {
 		return err
@@ -241,7 +248,14 @@ func cmdServe(e *env, args []string) error {
 			return listenError(a, err)
 		}
 	}
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New()})
+	var ml *transport.Listener
+	if *metricsAddr != "" {
+		if ml, err = metricsListen(*metricsAddr, a, &policy, &auth, *token, *noAuth, mode, tlsConf, logger); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil})
 	store := counter.New()
 	store.Register(srv)
 
@@ -249,11 +263,22 @@ func cmdServe(e *env, args []string) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(l) }()
+	servers := 1
+	if ml != nil {
+		servers++
+		go func() { served <- srv.Serve(ml) }()
+	}
 
 	ep := l.Endpoint().String()
 	fmt.Fprintf(e.stdout, "listening on %s\n", ep)
+	if ml != nil {
+		fmt.Fprintf(e.stdout, "metrics on %s (GET /metrics)\n", ml.Endpoint())
+		if me := ml.Endpoint(); auth != nil && me.Scheme != transport.SchemeUnix {
+			fmt.Fprintf(e.stderr, "warren serve: scrape with  curl -H 'Authorization: Bearer %s' %s\n", auth.Token, pageURL(me, ml.Addr(), nil)+"metrics")
+		}
+	}
 	switch {
 	case activated:
 		fmt.Fprintf(e.stderr, "warren serve: socket passed by systemd (%s), its mode and owner set by the socket unit; %s\n", addr, policyText)
@@ -323,8 +348,10 @@ func cmdServe(e *env, args []string) error {
 		srv.Close()
 		shutErr = <-shut
 	}
-	if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
-		return fmt.Errorf("serving %s: %w", ep, err)
+	for range servers {
+		if err := <-served; !errors.Is(err, rpc.ErrServerClosed) {
+			return fmt.Errorf("serving %s: %w", ep, err)
+		}
 	}
 	if shutErr != nil {
 		fmt.Fprintf(e.stderr, "warren serve: calls still in flight after %v were cut off\n", *grace)

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/refusallog"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -87,6 +88,9 @@ type Limits struct {
 	MaxConnsPerPID int
 	CallRate       float64
 	CallBurst      int
+	// Metrics, if not nil, counts refusals, sheds and connections
+	// (metrics.go).
+	Metrics *metrics.Registry
 }
 
 // Engine is what the core asks of an engine that serves connections: to
@@ -96,6 +100,10 @@ type Limits struct {
 type Engine struct {
 	shed func(c *Conn, id int32)
 	idx  uint16 // in Core.engines
+	// Loop marks the event loop's engines, for the metrics; set it before
+	// the first Admit.
+	Loop  bool
+	conns [numTransports]int // admitted, by transport; Core.mu
 }
 
 // Conn is one connection's admission. An engine keeps it by value where it
@@ -113,6 +121,7 @@ type Conn struct {
 	idx    int32         // state: 0 not admitted, 1 admitted without uid, 2+i at byUID[uid][i], -1 shed
 	active atomic.Uint32 // Busy, or the stamp (Now) of the last call started
 	eng    uint16        // the Engine's index in Core.engines
+	tr     uint8         // transport class (metrics.go)
 }
 
 // Limiter returns the call rate limiter of c's peer (nil before Admit).
@@ -257,7 +266,7 @@ func (k *Core) Admit(c *Conn, p *peer.Peer, eng *Engine) (string, status.Code) {
 		k.Refused(p, PeerKey(p), err.Error())
 		return err.Error(), status.PermissionDenied
 	}
-	c.UID, c.PID, c.eng = -1, 0, eng.idx
+	c.UID, c.PID, c.eng, c.tr = -1, 0, eng.idx, transportOf(p)
 	if p.HasCred {
 		c.UID, c.PID = int32(p.UID), int32(p.PID)
 	}
@@ -303,6 +312,7 @@ func (k *Core) add(c *Conn, p *peer.Peer) (victim *Conn, eng *Engine, id int32, 
 		}
 	}
 	k.conns++
+	k.engines[c.eng].conns[c.tr]++
 	if c.UID >= 0 {
 		list := k.byUID[c.UID]
 		c.idx = int32(2 + len(list))
@@ -338,6 +348,9 @@ func (k *Core) Release(c *Conn) {
 // removeLocked uncounts c, which is counted. k.mu is held.
 func (k *Core) removeLocked(c *Conn) {
 	k.conns--
+	if e := k.engines[c.eng]; e != nil {
+		e.conns[c.tr]--
+	}
 	if c.idx >= 2 {
 		list := k.byUID[c.UID]
 		i, last := int(c.idx-2), len(list)-1
@@ -386,6 +399,7 @@ func (k *Core) shedIdleLocked(uid, pid int32, onlyPID bool) *Conn {
 	k.removeLocked(victim)
 	victim.idx = -1
 	k.shed.Add(1)
+	k.lim.Metrics.Shed(metrics.ShedIdle)
 	return victim
 }
 
@@ -415,18 +429,6 @@ func (k *Core) Conns() int {
 	return k.conns
 }
 
-// ByUID returns the connections counted by peer uid (those of peers with
-// kernel credentials).
-func (k *Core) ByUID() map[int]int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	m := make(map[int]int, len(k.byUID))
-	for uid, cs := range k.byUID {
-		m[int(uid)] = len(cs)
-	}
-	return m
-}
-
 // Rejected returns the connections refused so far.
 func (k *Core) Rejected() uint64 { return k.rejected.Load() }
 
@@ -435,12 +437,16 @@ func (k *Core) Shed() uint64 { return k.shed.Load() }
 
 // Reject counts a connection refused without a log line (one whose
 // handshake failed, or that an engine refused before Admit).
-func (k *Core) Reject() { k.rejected.Add(1) }
+func (k *Core) Reject() {
+	k.rejected.Add(1)
+	k.lim.Metrics.ConnRefused(metrics.ConnHandshakeFailed)
+}
 
 // Refused counts a refused connection of p and logs it, as a summary once
 // its peer (key) is refused repeatedly.
 func (k *Core) Refused(p *peer.Peer, key, reason string) {
 	k.rejected.Add(1)
+	k.lim.Metrics.ConnRefused(metrics.ConnReasonOf(reason))
 	k.refusals.Refused(key, func() []any {
 		return append(refusallog.PeerAttrs(p), slog.String("reason", reason))
 	})

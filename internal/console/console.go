@@ -1,8 +1,9 @@
 // Package console serves a server's console page (rpc.ServerOptions.Console)
 // under Prefix on the HTTP bridge: the methods with their kinds and message
 // shapes, a form that calls a unary method with JSON, a panel that follows a
-// server stream, and live figures (calls per second and latency per method,
-// connections by transport and by peer uid, refusals and sheds).
+// server stream, and live figures from internal/metrics (calls per second
+// and latency per method, connections by transport and by peer uid,
+// refusals and sheds).
 //
 // The page (assets/) is static and embedded; it reads everything through
 // requests the server checks like any other (Host, origin, token): the
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/metrics"
 )
 
 // Prefix is the path under which the console is served.
@@ -34,9 +36,9 @@ type Handler struct {
 	figures *sampler
 }
 
-// New returns the console of srv; source gives its figures.
-func New(srv bridgecore.Server, source func() Counts) *Handler {
-	return &Handler{srv: srv, figures: newSampler(source)}
+// New returns the console of srv; snapshot reads its metrics.
+func New(srv bridgecore.Server, snapshot func() metrics.Snapshot) *Handler {
+	return &Handler{srv: srv, figures: newSampler(snapshot)}
 }
 
 // Match reports whether path is the console's.

@@ -242,23 +242,31 @@ func TestConsoleCrossOrigin(t *testing.T) {
 	}
 }
 
+type row struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
 type figures struct {
-	Conns       int     `json:"conns"`
-	CallsTotal  uint64  `json:"calls_total"`
-	CallsPerSec float64 `json:"calls_per_sec"`
-	ByTransport []struct {
-		Key   string `json:"key"`
-		Conns int    `json:"conns"`
-	} `json:"by_transport"`
-	ByUID []struct {
-		Key   string `json:"key"`
-		Conns int    `json:"conns"`
-	} `json:"by_uid"`
-	Methods []json.RawMessage `json:"methods"`
+	Conns        int     `json:"conns"`
+	Calls        uint64  `json:"calls"`
+	CallsPerSec  float64 `json:"calls_per_sec"`
+	ByTransport  []row   `json:"by_transport"`
+	ByUID        []row   `json:"by_uid"`
+	CallsRefused []row   `json:"calls_refused"`
+	Methods      []struct {
+		Name     string   `json:"name"`
+		Calls    uint64   `json:"calls"`
+		Errors   uint64   `json:"errors"`
+		InFlight int64    `json:"in_flight"`
+		PerSec   float64  `json:"per_sec"`
+		P50MS    *float64 `json:"p50_ms"`
+		P99MS    *float64 `json:"p99_ms"`
+	} `json:"methods"`
 }
 
 func TestConsoleFigures(t *testing.T) {
-	hc, addr, _ := serve(t, unixAddr(t), rpc.ServerOptions{})
+	hc, addr, _ := serve(t, unixAddr(t), rpc.ServerOptions{MaxCallsPerConn: 1})
 	c, err := rpc.Dial(addr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +277,21 @@ func TestConsoleFigures(t *testing.T) {
 		if _, err := rpc.Call[msg, msg](context.Background(), c, "Test.Echo", &msg{N: i}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A call over MaxCallsPerConn (a stream holds the one slot) is refused.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := rpc.NewStream[msg, msg](ctx, c, "Test.Count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&msg{N: -1}); err != nil {
+		t.Fatal(err)
+	}
+	st.CloseSend()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := rpc.Call[msg, msg](context.Background(), c, "Test.Echo", &msg{}); status.CodeOf(err) != status.ResourceExhausted {
+		t.Fatalf("a call over MaxCallsPerConn: %v", err)
 	}
 	var f figures
 	deadline := time.Now().Add(5 * time.Second)
@@ -285,19 +308,26 @@ func TestConsoleFigures(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if f.CallsTotal < 20 || f.CallsPerSec <= 0 || f.Conns < 2 {
+	if f.Calls < 20 || f.CallsPerSec <= 0 || f.Conns < 2 {
 		t.Errorf("figures after 20 calls on one connection (and the console's own): %+v", f)
 	}
+	// The busiest first; a method with a call in flight is listed.
+	if len(f.Methods) != 2 || f.Methods[0].Name != "Test.Echo" || f.Methods[0].Calls != 20 || f.Methods[0].PerSec <= 0 ||
+		f.Methods[0].P50MS == nil || f.Methods[0].P99MS == nil || *f.Methods[0].P99MS < *f.Methods[0].P50MS ||
+		f.Methods[1].Name != "Test.Count" || f.Methods[1].InFlight != 1 {
+		t.Errorf("methods: %+v", f.Methods)
+	}
 	uid := os.Getuid()
-	if len(f.ByUID) != 1 || f.ByUID[0].Key != strconv.Itoa(uid) || f.ByUID[0].Conns != f.Conns {
+	if len(f.ByUID) != 1 || f.ByUID[0].Key != strconv.Itoa(uid) || f.ByUID[0].N != f.Conns {
 		t.Errorf("by uid: %+v, want %d connections of uid %d", f.ByUID, f.Conns, uid)
 	}
-	if len(f.ByTransport) != 1 || f.ByTransport[0].Key != "unix" || f.ByTransport[0].Conns != f.Conns {
+	if len(f.ByTransport) != 1 || f.ByTransport[0].Key != "unix" || f.ByTransport[0].N != f.Conns {
 		t.Errorf("by transport: %+v", f.ByTransport)
 	}
-	if f.Methods == nil {
-		t.Error("methods: null, want a list")
+	if len(f.CallsRefused) != 1 || f.CallsRefused[0].N != 1 {
+		t.Errorf("calls refused: %+v", f.CallsRefused)
 	}
+	cancel()
 }
 
 // TestScriptTextOnly: the page's script never parses what it is given as

@@ -4,119 +4,86 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/warrenipc/warren/internal/metrics"
 )
 
-// Counts are a server's cumulative counters and current gauges, as the
-// figures' source reads them at one moment.
-type Counts struct {
-	Conns         int            // open connections
-	Calls         int            // calls in progress
-	CallsTotal    uint64         // calls accepted
-	Refused       uint64         // calls refused by a limit or policy
-	ConnsRejected uint64         // connections refused
-	ConnsShed     uint64         // idle connections shed
-	Panics        uint64         // handler panics
-	ByTransport   map[string]int // open connections by transport (unix, tcp, tls, ws, ...)
-	ByUID         map[int]int    // open connections by peer uid (peers with kernel credentials)
-	Methods       []MethodCounts // by method, any order
-}
-
-// MethodCounts are one method's cumulative counts: calls ended, those that
-// failed, and their durations as a histogram.
-type MethodCounts struct {
-	Name   string
-	Calls  uint64
-	Errors uint64
-	// Bounds are the histogram's upper bounds in seconds, increasing;
-	// Buckets[i] counts the calls that took at most Bounds[i] (and more
-	// than Bounds[i-1]), Buckets[len(Bounds)] those that took longer.
-	Bounds  []float64
-	Buckets []uint64
-}
-
-// sample is Counts read at a time.
-type sample struct {
-	at time.Time
-	c  Counts
-}
-
-// sampler reads the source at most every minGap and keeps the samples of
-// the last window, so that any number of pages polling it compute their
-// rates over about one second from the same few reads.
+// sampler reads the server's metrics at most every minGap and keeps the
+// samples of the last window, so that any number of pages polling it
+// compute their rates over about one second from the same few reads.
 type sampler struct {
-	source func() Counts
+	source func() metrics.Snapshot
 	mu     sync.Mutex
-	ring   []sample // oldest first
+	ring   []metrics.Snapshot // oldest first
 }
 
 const (
 	minGap = 250 * time.Millisecond
 	window = time.Second
-	// maxRows bounds the methods and uids listed (the busiest first).
-	maxRows = 200
 )
 
-func newSampler(source func() Counts) *sampler { return &sampler{source: source} }
+func newSampler(source func() metrics.Snapshot) *sampler { return &sampler{source: source} }
 
-// read returns the newest sample and the one about window before it.
-func (s *sampler) read(now time.Time) (cur, prev sample) {
+// read returns the newest sample and the one about window before it (the
+// oldest kept, early on).
+func (s *sampler) read(now time.Time) (cur, prev *metrics.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.ring); n == 0 || now.Sub(s.ring[n-1].at) >= minGap {
-		s.ring = append(s.ring, sample{now, s.source()})
+	if n := len(s.ring); n == 0 || now.Sub(s.ring[n-1].Time) >= minGap {
+		x := s.source()
+		x.Time = now
+		s.ring = append(s.ring, x)
 	}
-	// Drop what the next reads no longer need: keep one sample older than
-	// the window.
-	for len(s.ring) > 2 && now.Sub(s.ring[1].at) >= window {
+	// Keep one sample older than the window, for the next reads.
+	for len(s.ring) > 2 && now.Sub(s.ring[1].Time) >= window {
 		s.ring = s.ring[1:]
 	}
-	cur = s.ring[len(s.ring)-1]
-	prev = s.ring[0]
-	for _, x := range s.ring {
-		if cur.at.Sub(x.at) >= window {
-			prev = x
+	cur, prev = &s.ring[len(s.ring)-1], &s.ring[0]
+	for i := range s.ring {
+		if cur.Time.Sub(s.ring[i].Time) >= window {
+			prev = &s.ring[i]
 		}
 	}
 	return cur, prev
 }
 
-// Figures is the JSON the page polls.
+// Figures is the JSON the page polls: totals since the start, and rates
+// and percentiles over the last Window seconds.
 type Figures struct {
-	Conns         int            `json:"conns"`
-	Calls         int            `json:"calls"`
-	CallsTotal    uint64         `json:"calls_total"`
-	CallsPerSec   float64        `json:"calls_per_sec"`
-	Refused       uint64         `json:"refused"`
-	ConnsRejected uint64         `json:"conns_rejected"`
-	ConnsShed     uint64         `json:"conns_shed"`
-	Panics        uint64         `json:"panics"`
-	ByTransport   []Row          `json:"by_transport"`
-	ByUID         []Row          `json:"by_uid"`
-	Methods       []MethodFigure `json:"methods"`
-	Window        float64        `json:"window_s"` // the span rates and percentiles are over
+	Window       float64        `json:"window_s"`
+	Calls        uint64         `json:"calls"` // calls ended
+	CallsPerSec  float64        `json:"calls_per_sec"`
+	ErrorsPerSec float64        `json:"errors_per_sec"`
+	InFlight     int64          `json:"in_flight"`
+	Conns        int64          `json:"conns"`
+	ByTransport  []Row          `json:"by_transport"` // "unix", "tcp (event loop)", ...
+	ByUID        []Row          `json:"by_uid"`
+	ConnsRefused []Row          `json:"conns_refused"` // by reason, non-zero
+	CallsRefused []Row          `json:"calls_refused"`
+	Shed         []Row          `json:"shed"`
+	Methods      []MethodFigure `json:"methods"` // those called, the busiest first
 }
 
 // Row is one line of a breakdown.
 type Row struct {
-	Key   string `json:"key"`
-	Conns int    `json:"conns"`
+	Key string `json:"key"`
+	N   uint64 `json:"n"`
 }
 
-// MethodFigure is one method's line: rates and percentiles over the last
-// window, totals since the start.
+// MethodFigure is one method's line.
 type MethodFigure struct {
-	Name     string   `json:"name"`
-	Calls    uint64   `json:"calls"`
-	Errors   uint64   `json:"errors"`
-	PerSec   float64  `json:"per_sec"`
-	P50MS    *float64 `json:"p50_ms"` // null without calls in the window
-	P99MS    *float64 `json:"p99_ms"`
-	ErrorsPS float64  `json:"errors_per_sec"`
+	Name         string   `json:"name"`
+	Calls        uint64   `json:"calls"`
+	Errors       uint64   `json:"errors"`
+	InFlight     int64    `json:"in_flight"`
+	PerSec       float64  `json:"per_sec"`
+	ErrorsPerSec float64  `json:"errors_per_sec"`
+	P50MS        *float64 `json:"p50_ms"` // null without calls ended in the window
+	P99MS        *float64 `json:"p99_ms"`
 }
 
 func (h *Handler) serveFigures(w http.ResponseWriter, r *http.Request) {
@@ -131,94 +98,81 @@ func (h *Handler) serveFigures(w http.ResponseWriter, r *http.Request) {
 }
 
 // figuresOf computes the figures between two samples.
-func figuresOf(cur, prev sample) *Figures {
-	c := cur.c
-	span := cur.at.Sub(prev.at).Seconds()
-	f := &Figures{Conns: c.Conns, Calls: c.Calls, CallsTotal: c.CallsTotal, Refused: c.Refused,
-		ConnsRejected: c.ConnsRejected, ConnsShed: c.ConnsShed, Panics: c.Panics, Window: span,
-		ByTransport: []Row{}, ByUID: []Row{}, Methods: []MethodFigure{}}
+func figuresOf(cur, prev *metrics.Snapshot) *Figures {
+	span := cur.Time.Sub(prev.Time).Seconds()
 	rate := func(now, before uint64) float64 {
 		if span <= 0 || now < before {
 			return 0
 		}
 		return float64(now-before) / span
 	}
-	f.CallsPerSec = rate(c.CallsTotal, prev.c.CallsTotal)
-	for k, n := range c.ByTransport {
-		f.ByTransport = append(f.ByTransport, Row{k, n})
-	}
-	for uid, n := range c.ByUID {
-		f.ByUID = append(f.ByUID, Row{strconv.Itoa(uid), n})
-	}
-	byConns := func(a, b Row) int {
-		if a.Conns != b.Conns {
-			return b.Conns - a.Conns
+	f := &Figures{Window: span, InFlight: cur.InFlight, ByTransport: []Row{}, ByUID: []Row{}, Methods: []MethodFigure{}}
+	for _, c := range cur.Conns {
+		key := c.Transport
+		if c.Engine == "eventloop" {
+			key += " (event loop)"
 		}
-		return strings.Compare(a.Key, b.Key)
+		f.ByTransport = append(f.ByTransport, Row{key, uint64(c.N)})
+		f.Conns += c.N
 	}
-	slices.SortFunc(f.ByTransport, byConns)
-	slices.SortFunc(f.ByUID, byConns)
-	f.ByUID = f.ByUID[:min(len(f.ByUID), maxRows)]
-	before := map[string]*MethodCounts{}
-	for i := range prev.c.Methods {
-		before[prev.c.Methods[i].Name] = &prev.c.Methods[i]
+	for _, u := range cur.ConnsByUID {
+		f.ByUID = append(f.ByUID, Row{strconv.FormatUint(uint64(u.UID), 10), uint64(u.N)})
 	}
-	for _, m := range c.Methods {
-		mf := MethodFigure{Name: m.Name, Calls: m.Calls, Errors: m.Errors}
-		delta := slices.Clone(m.Buckets)
-		if b := before[m.Name]; b != nil {
-			mf.PerSec, mf.ErrorsPS = rate(m.Calls, b.Calls), rate(m.Errors, b.Errors)
-			if len(b.Buckets) == len(delta) {
-				for i := range delta {
-					delta[i] -= min(delta[i], b.Buckets[i])
-				}
-			}
-		} else {
-			mf.PerSec, mf.ErrorsPS = rate(m.Calls, 0), rate(m.Errors, 0)
+	f.ConnsRefused, f.CallsRefused, f.Shed = nonZero(cur.ConnsRefused), nonZero(cur.CallsRefused), nonZero(cur.Shed)
+	before := map[string]*metrics.MethodStats{}
+	for i := range prev.Methods {
+		before[prev.Methods[i].Method] = &prev.Methods[i]
+	}
+	var calls, errs, callsBefore, errsBefore uint64
+	for i := range cur.Methods {
+		m := &cur.Methods[i]
+		calls += m.Calls
+		errs += m.Errors()
+		b := before[m.Method]
+		if b == nil {
+			b = &metrics.MethodStats{}
 		}
-		mf.P50MS, mf.P99MS = quantile(m.Bounds, delta, 0.50), quantile(m.Bounds, delta, 0.99)
+		callsBefore += b.Calls
+		errsBefore += b.Errors()
+		if m.Calls == 0 && m.InFlight == 0 {
+			continue
+		}
+		mf := MethodFigure{Name: m.Method, Calls: m.Calls, Errors: m.Errors(), InFlight: m.InFlight,
+			PerSec: rate(m.Calls, b.Calls), ErrorsPerSec: rate(m.Errors(), b.Errors())}
+		var delta [metrics.NumBuckets]uint64
+		observed := false
+		for i := range delta {
+			delta[i] = m.Buckets[i] - min(m.Buckets[i], b.Buckets[i])
+			observed = observed || delta[i] > 0
+		}
+		if observed {
+			p50, p99 := ms(metrics.Quantile(0.5, delta)), ms(metrics.Quantile(0.99, delta))
+			mf.P50MS, mf.P99MS = &p50, &p99
+		}
 		f.Methods = append(f.Methods, mf)
 	}
-	sort.Slice(f.Methods, func(i, j int) bool {
-		a, b := f.Methods[i], f.Methods[j]
-		if a.PerSec != b.PerSec {
-			return a.PerSec > b.PerSec
+	f.Calls, f.CallsPerSec, f.ErrorsPerSec = calls, rate(calls, callsBefore), rate(errs, errsBefore)
+	slices.SortStableFunc(f.Methods, func(a, b MethodFigure) int {
+		switch {
+		case a.PerSec > b.PerSec:
+			return -1
+		case a.PerSec < b.PerSec:
+			return 1
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
-	f.Methods = f.Methods[:min(len(f.Methods), maxRows)]
 	return f
 }
 
-// quantile estimates the q-quantile, in milliseconds, of a histogram's
-// counts (bounds in seconds), interpolating linearly within the bucket it
-// falls in as Prometheus's histogram_quantile does; calls beyond the last
-// bound count as taking the last bound. nil without counts.
-func quantile(bounds []float64, counts []uint64, q float64) *float64 {
-	var total uint64
-	for _, n := range counts {
-		total += n
-	}
-	if total == 0 || len(bounds) == 0 || len(counts) != len(bounds)+1 {
-		return nil
-	}
-	rank := q * float64(total)
-	var seen uint64
-	for i, n := range counts {
-		if n == 0 || float64(seen+n) < rank {
-			seen += n
-			continue
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// nonZero returns the reasons counted at least once.
+func nonZero(rs []metrics.ReasonCount) []Row {
+	out := []Row{}
+	for _, r := range rs {
+		if r.N > 0 {
+			out = append(out, Row{r.Reason, r.N})
 		}
-		if i == len(bounds) {
-			break
-		}
-		lo := 0.0
-		if i > 0 {
-			lo = bounds[i-1]
-		}
-		v := (lo + (bounds[i]-lo)*(rank-float64(seen))/float64(n)) * 1000
-		return &v
 	}
-	v := bounds[len(bounds)-1] * 1000
-	return &v
+	return out
 }

@@ -4,50 +4,29 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/warrenipc/warren/internal/metrics"
+	"github.com/warrenipc/warren/status"
 )
 
-func TestQuantile(t *testing.T) {
-	bounds := []float64{0.001, 0.002, 0.005, 0.01}
-	for _, c := range []struct {
-		counts []uint64
-		q      float64
-		want   float64 // ms; NaN: nil
-	}{
-		{[]uint64{0, 0, 0, 0, 0}, 0.5, math.NaN()},
-		{[]uint64{100, 0, 0, 0, 0}, 0.5, 0.5},    // halfway through (0, 1 ms]
-		{[]uint64{50, 50, 0, 0, 0}, 0.5, 1},      // the 50th call is the last of the first bucket
-		{[]uint64{0, 0, 100, 0, 0}, 0.99, 4.97},  // 2 + 3*0.99
-		{[]uint64{99, 0, 0, 0, 1}, 0.99, 1},      // the 99th call of 100: the top of the first bucket
-		{[]uint64{90, 0, 0, 0, 10}, 0.99, 10},    // beyond the last bound: the last bound
-		{[]uint64{0, 10, 0, 0, 0}, 0.001, 1.001}, // a low rank inside the first non-empty bucket
-	} {
-		got := quantile(bounds, c.counts, c.q)
-		if math.IsNaN(c.want) {
-			if got != nil {
-				t.Errorf("quantile(%v, %v) = %v, want nil", c.counts, c.q, *got)
-			}
-			continue
-		}
-		if got == nil || math.Abs(*got-c.want) > 1e-9 {
-			t.Errorf("quantile(%v, %v) = %v, want %v", c.counts, c.q, got, c.want)
-		}
-	}
-	if quantile(bounds, []uint64{1, 2}, 0.5) != nil {
-		t.Error("mismatched counts: want nil")
-	}
-}
-
 // TestSampler: reads of the source are at most one per minGap however many
-// pages poll, rates are over about a window, and per-method figures come
-// from the difference of the histograms.
+// pages poll; rates are over about a window, and percentiles come from the
+// difference of the histograms, so that they follow the last second and
+// not the whole run.
 func TestSampler(t *testing.T) {
 	reads := 0
-	var calls uint64
-	buckets := []uint64{0, 0, 0}
-	s := newSampler(func() Counts {
+	var ok, failed uint64
+	var buckets [metrics.NumBuckets]uint64
+	s := newSampler(func() metrics.Snapshot {
 		reads++
-		return Counts{CallsTotal: calls, ByUID: map[int]int{1000: 2, 0: 1}, ByTransport: map[string]int{"unix": 3},
-			Methods: []MethodCounts{{Name: "A.B", Calls: calls, Bounds: []float64{0.001, 0.01}, Buckets: append([]uint64(nil), buckets...)}}}
+		m := metrics.MethodStats{Method: "A.B", Calls: ok + failed, Buckets: buckets}
+		m.Codes[status.OK], m.Codes[status.NotFound] = ok, failed
+		return metrics.Snapshot{
+			Methods:      []metrics.MethodStats{m, {Method: "Never.Called"}},
+			Conns:        []metrics.ConnCount{{Transport: "unix", Engine: "goroutine", N: 3}, {Transport: "tcp", Engine: "eventloop", N: 1}},
+			ConnsByUID:   []metrics.UIDCount{{UID: 1000, N: 2}, {UID: 0, N: 1}},
+			ConnsRefused: []metrics.ReasonCount{{Reason: "policy", N: 2}, {Reason: "max_conns", N: 0}},
+		}
 	})
 	t0 := time.Unix(1000, 0)
 	s.read(t0)
@@ -55,21 +34,32 @@ func TestSampler(t *testing.T) {
 	if reads != 1 {
 		t.Fatalf("%d reads within minGap", reads)
 	}
-	calls, buckets = 100, []uint64{100, 0, 0} // 100 fast calls
+	ok, buckets[0] = 100, 100 // 100 calls under 10 µs
 	s.read(t0.Add(500 * time.Millisecond))
-	calls, buckets = 300, []uint64{100, 200, 0} // then 200 slower ones
+	ok, failed, buckets[9] = 250, 50, 200 // then 200 of 5-10 ms, 50 of them failed
 	cur, prev := s.read(t0.Add(1500 * time.Millisecond))
 	f := figuresOf(cur, prev)
-	if f.Window != 1 || f.CallsPerSec != 200 {
-		t.Errorf("window %v s, %v calls/s: want the last second, 200", f.Window, f.CallsPerSec)
+	if f.Window != 1 || f.CallsPerSec != 200 || f.ErrorsPerSec != 50 || f.Calls != 300 {
+		t.Errorf("window %v s, %v calls/s, %v errors/s, %d calls: want 1, 200, 50, 300", f.Window, f.CallsPerSec, f.ErrorsPerSec, f.Calls)
 	}
-	if len(f.Methods) != 1 || f.Methods[0].PerSec != 200 || f.Methods[0].P50MS == nil || math.Abs(*f.Methods[0].P50MS-5.5) > 1e-9 {
-		t.Errorf("methods: %+v", f.Methods)
+	if len(f.Methods) != 1 || f.Methods[0].PerSec != 200 || f.Methods[0].P50MS == nil || math.Abs(*f.Methods[0].P50MS-7.5) > 0.01 {
+		t.Errorf("methods (only those called; p50 over the window 7.5 ms): %+v", f.Methods)
 	}
-	if len(f.ByUID) != 2 || f.ByUID[0].Key != "1000" || f.ByUID[0].Conns != 2 {
+	if f.Conns != 4 || len(f.ByTransport) != 2 || f.ByTransport[1].Key != "tcp (event loop)" {
+		t.Errorf("connections %d by transport %+v", f.Conns, f.ByTransport)
+	}
+	if len(f.ByUID) != 2 || f.ByUID[0].Key != "1000" || f.ByUID[0].N != 2 {
 		t.Errorf("by uid, the most first: %+v", f.ByUID)
+	}
+	if len(f.ConnsRefused) != 1 || f.ConnsRefused[0] != (Row{"policy", 2}) {
+		t.Errorf("refused connections, non-zero reasons: %+v", f.ConnsRefused)
 	}
 	if len(s.ring) > 3 {
 		t.Errorf("%d samples kept", len(s.ring))
+	}
+	// Nothing called in the last window: no percentiles, no rate.
+	cur, prev = s.read(t0.Add(3 * time.Second))
+	if f := figuresOf(cur, prev); f.CallsPerSec != 0 || f.Methods[0].P50MS != nil {
+		t.Errorf("an idle second: %v calls/s, p50 %v", f.CallsPerSec, f.Methods[0].P50MS)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/admit"
+	"github.com/warrenipc/warren/internal/metrics"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/transportinternal"
 	"github.com/warrenipc/warren/peer"
@@ -172,4 +173,12 @@ func (c *HandoffConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// Collect sets s.Loop from c.
+func (c *Counters) Collect(s *metrics.Snapshot) {
+	s.Loop = metrics.LoopStats{
+		Loops: int64(c.Loops.Load()), Hibernations: c.Hibernations.Load(),
+		Wakes: c.Wakes.Load(), Takeovers: c.Takeovers.Load(),
+	}
 }

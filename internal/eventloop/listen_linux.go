@@ -122,6 +122,7 @@ func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 		done:        make(chan error, 1),
 	}
 	lp.eng = lp.adm.NewEngine(lp.shedConn)
+	lp.eng.Loop = true
 	lp.initFiles()
 	opts.Counters.Loops.Add(1)
 	opts.Counters.Open.Add(1)

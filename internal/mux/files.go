@@ -38,10 +38,22 @@ type fileState struct {
 	share     bool       // both sides announced descriptors: whole shared buffers go shared
 	sharedMin int        // messages of at least this size go shared too; 0: never
 	maxShared int64
-	held      atomic.Int64 // bytes of shared messages mapped, in whole pages
-	maxHeld   int64        // descriptors messages may hold until released
-	heldFDs   atomic.Int64 // descriptors held by received messages not yet released
+	held      heldCount // bytes of shared messages mapped, in whole pages
+	maxHeld   int64     // descriptors messages may hold until released
+	heldFDs   heldCount // descriptors held by received messages not yet released
 }
+
+// SharedHeld and FilesHeld total every session's fileState.held and
+// heldFDs in the process (the metrics).
+var SharedHeld, FilesHeld atomic.Int64
+
+// heldCount is a session's count that also adds to a process total.
+type heldCount struct {
+	atomic.Int64
+	total *atomic.Int64
+}
+
+func (c *heldCount) Add(d int64) int64 { c.total.Add(d); return c.Int64.Add(d) }
 
 // pageRound is n rounded up to whole pages: what a mapping takes.
 func pageRound(n uint64) int64 { return int64((n + 4095) &^ 4095) }
@@ -75,6 +87,7 @@ func NewFileQueue(per int) *shm.Queue { return shm.NewQueue(per, filesBound(per)
 // setFiles makes the session take the descriptors its frames name from q.
 func (s *Session) setFiles(q *shm.Queue) {
 	s.fs.q = q
+	s.fs.held.total, s.fs.heldFDs.total = &SharedHeld, &FilesHeld
 	s.fs.maxHeld = int64(filesBound(int(s.local.MaxFiles)))
 	s.fs.maxShared = s.cfg.MaxShared
 	if s.fs.maxShared <= 0 {

@@ -109,7 +109,7 @@ test("a server stream followed in the panel, then stopped", async () => {
   await page.waitForFunction(() => document.querySelector("#r-count").textContent === "4 messages", { timeout: 3000 });
   const first = await page.$eval("#r-stream li", (e) => e.textContent);
   assert.match(first, /"value":"4"/, "the newest message first");
-  const inflight = async () => (await (await fetch(new URL("figures", consoleURL), { headers: { Authorization: "Bearer " + token } })).json()).calls;
+  const inflight = async () => (await (await fetch(new URL("figures", consoleURL), { headers: { Authorization: "Bearer " + token } })).json()).in_flight;
   assert.equal(await inflight(), 1, "the stream is a call in flight");
   await page.screenshot({ path: join(shots, "console-stream.png") });
   await page.click("#stop");
@@ -124,8 +124,8 @@ test("the figures move under load", async () => {
   const { page, errors } = await openConsole();
   await page.waitForFunction(() => document.querySelector("#status").classList.contains("ok"), { timeout: 5000 });
   const before = Number((await text(page, "#total")).replace(/\D/g, ""));
-  // 4 processes of warren call in a loop for about 3 s, over fresh connections.
-  const stop = Date.now() + 3000;
+  // 4 processes of warren call in a loop for about 4 s, over fresh connections.
+  const stop = Date.now() + 4000;
   let n = 0;
   const worker = async () => {
     while (Date.now() < stop) {
@@ -135,14 +135,24 @@ test("the figures move under load", async () => {
   };
   const load = Promise.all([worker(), worker(), worker(), worker()]);
   await page.waitForFunction(() => Number(document.querySelector("#rate").textContent.replace(/,/g, "")) > 0, { timeout: 5000 });
+  // Under load, Counter.Inc's line has a rate, a p50 and a p99.
+  const row = () => [...document.querySelectorAll("#method-figures tbody tr")]
+    .map((tr) => [...tr.children].map((td) => td.textContent)).find((c) => c[0] === "Counter.Inc");
+  const inc = await (await page.waitForFunction(`(${row})()?.[3]?.match(/(ms|µs)$/) && (${row})()`, { timeout: 5000 })).jsonValue();
+  assert.ok(Number(inc[1].replace(/,/g, "")) > 0, `Counter.Inc calls/s ${inc[1]}`);
+  assert.match(inc[2], /^\d+(\.\d+)? (ms|µs)$/, `p50 ${inc[2]}`);
+  assert.match(inc[3], /^\d+(\.\d+)? (ms|µs)$/, `p99 ${inc[3]}`);
+  await page.screenshot({ path: join(shots, "console-figures.png") });
   await load;
   await page.waitForFunction((want) => Number(document.querySelector("#total").textContent.replace(/\D/g, "")) >= want,
     { timeout: 5000 }, before + n);
+  await page.waitForFunction((want) => [...document.querySelectorAll("#method-figures tbody tr")]
+    .some((tr) => tr.children[0].textContent === "Counter.Inc" && Number(tr.children[6].textContent.replace(/,/g, "")) >= want),
+  { timeout: 5000 }, n);
   const points = await page.$eval("#rate-chart polyline", (e) => e.getAttribute("points").split(" ").length);
   assert.ok(points >= 3, `the chart has ${points} points`);
   const transports = await page.$$eval("#by-transport td", (tds) => tds.map((t) => t.textContent));
   assert.ok(transports.includes("tcp"), `connections by transport: ${transports}`);
-  await page.screenshot({ path: join(shots, "console-figures.png") });
   assert.deepEqual(errors, []);
   await page.close();
 });
@@ -174,9 +184,20 @@ test("hostile method names, field names, replies, errors and stream messages are
     await page.waitForFunction(() => document.querySelectorAll("#r-stream li").length >= 3, { timeout: 5000 });
     assert.ok((await text(page, "#r-stream li")).includes("<img src=x"));
     await page.click("#stop");
-    // The figures table lists the methods called, hostile names among them,
-    // once per-method figures are collected.
-    await new Promise((r) => setTimeout(r, 1200));
+    // The figures list the hostile method by name, as text; a peer on the
+    // unix socket is listed by its uid.
+    const unix = /^unix (\S+)/m.exec(evil.output())[1];
+    const watch = execFile(warren, ["call", unix, "Counter.Watch", '{"name":"w"}']);
+    try {
+      await page.waitForFunction((n) => [...document.querySelectorAll("#method-figures td")].some((td) => td.textContent === n),
+        { timeout: 5000 }, hostile);
+      await page.waitForFunction((uid) => [...document.querySelectorAll("#by-uid td")].some((td) => td.textContent === uid),
+        { timeout: 5000 }, String(process.getuid()));
+      const transports = await page.$$eval("#by-transport td", (tds) => tds.map((t) => t.textContent));
+      assert.ok(transports.includes("unix"), `connections by transport: ${transports}`);
+    } finally {
+      watch.kill();
+    }
     assert.equal(await page.$$eval("img", (is) => is.length), 0, "no <img> element was made from the server's data");
     assert.notEqual(await page.title(), "xss");
     await page.screenshot({ path: join(shots, "console-hostile.png") });

@@ -314,6 +314,9 @@ function setNum(id, v, hot) {
   if (hot !== undefined) e.classList.toggle("hot", hot);
 }
 
+const sum = (rows) => rows.reduce((a, r) => a + r.n, 0);
+const reasons = (id, rows) =>
+  $(id).replaceChildren(...rows.map((r) => el("tr", null, el("td", null, r.key.replace(/_/g, " ")), el("td", null, r.n.toLocaleString("en-US")))));
 let prevRefusals = null;
 
 async function pollFigures() {
@@ -328,22 +331,24 @@ async function pollFigures() {
     history60.push(f.calls_per_sec);
     if (history60.length > 60) history60.shift();
     spark($("rate-chart"), history60);
-    setNum("total", f.calls_total);
-    setNum("inflight", f.calls);
-    setNum("panics", f.panics);
+    setNum("total", f.calls);
+    setNum("inflight", f.in_flight);
+    $("errors").textContent = fmt(f.errors_per_sec);
     setNum("conns", f.conns);
-    const refusals = f.refused + f.conns_rejected + f.conns_shed;
+    const refusals = sum(f.calls_refused) + sum(f.conns_refused) + sum(f.shed);
     const rising = prevRefusals !== null && refusals > prevRefusals;
     prevRefusals = refusals;
-    setNum("refused", f.refused, rising);
-    setNum("rejected", f.conns_rejected, rising);
-    setNum("shed", f.conns_shed, rising);
-    const bt = $("by-transport");
-    bt.replaceChildren(...f.by_transport.map((x) => el("tr", null, el("td", null, x.key), el("td", null, String(x.conns)))));
-    rows($("by-uid").tBodies[0], f.by_uid, (x) => [x.key, String(x.conns)]);
+    setNum("refused", sum(f.calls_refused), rising);
+    setNum("rejected", sum(f.conns_refused), rising);
+    setNum("shed", sum(f.shed), rising);
+    reasons("refused-why", f.calls_refused);
+    reasons("rejected-why", f.conns_refused);
+    reasons("shed-why", f.shed);
+    $("by-transport").replaceChildren(...f.by_transport.map((x) => el("tr", null, el("td", null, x.key), el("td", null, String(x.n)))));
+    rows($("by-uid").tBodies[0], f.by_uid, (x) => [x.key, String(x.n)]);
     $("no-uids").hidden = f.by_uid.length > 0;
     rows($("method-figures").tBodies[0], f.methods, (m) =>
-      [m.name, fmt(m.per_sec), ms(m.p50_ms), ms(m.p99_ms), fmt(m.errors_per_sec), Number(m.calls).toLocaleString("en-US")]);
+      [m.name, fmt(m.per_sec), ms(m.p50_ms), ms(m.p99_ms), fmt(m.errors_per_sec), String(m.in_flight), Number(m.calls).toLocaleString("en-US")]);
     $("no-method-figures").hidden = f.methods.length > 0;
   } catch (e) {
     setStatus(false, "no figures");

@@ -1,7 +1,8 @@
 // Command server is the console's browser-test server: the counter service
 // and methods whose names, shapes, replies and errors carry HTML, served
 // with the console on a TCP address with a token. It prints "listening on
-// ADDR" and "open URL", and stops on SIGTERM or when stdin closes.
+// ADDR" (tcp), "unix ADDR" (a unix socket it also serves) and "open URL",
+// and stops on SIGTERM or when stdin closes.
 package main
 
 import (
@@ -10,12 +11,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/grpcbridge"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
 )
 
 // Hostile is HTML that must reach the page as text.
@@ -59,8 +62,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("listening on tcp://%s\nopen http://%s/console/?token=console-test-token-0123456789abcdef\n", l.Addr(), l.Addr())
+	dir, err := os.MkdirTemp("", "console-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	ul, err := transport.Listen("unix://"+filepath.Join(dir, "s.sock"), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("listening on tcp://%s\nunix %s\nopen http://%s/console/?token=console-test-token-0123456789abcdef\n", l.Addr(), ul.Endpoint(), l.Addr())
 	go srv.Serve(l)
+	go srv.Serve(ul)
 	io.Copy(io.Discard, os.Stdin)
 	srv.Close()
 }

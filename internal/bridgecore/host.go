@@ -1,4 +1,4 @@
-package rpc
+package bridgecore
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/warrenipc/warren/status"
 )
 
-// checkHost defends the HTTP bridge of a TCP connection against DNS
+// CheckHost defends the HTTP bridge of a TCP connection against DNS
 // rebinding: a page on evil.example whose name resolves to 127.0.0.1 would
 // otherwise reach a loopback server as its own origin, since the browser
 // sends "Host: evil.example" and the origin checks compare with it. It
@@ -19,18 +19,18 @@ import (
 //   - IP literals are always allowed (rebinding needs a name);
 //   - on a loopback connection, "localhost", names under ".localhost",
 //     "warren" (the name HTTPClient's requests use) and
-//     ServerOptions.AllowedHosts are allowed;
-//   - on another connection, only AllowedHosts, if set (without it the
+//     allowedHosts (ServerOptions.AllowedHosts) are allowed;
+//   - on another connection, only allowedHosts, if set (without it the
 //     Host is not checked).
 //
 // Connections on unix sockets are not checked: browsers cannot open them.
-func (s *Server) checkHost(sc *serverConn, r *http.Request) *status.Error {
-	local, ok := sc.conn.LocalAddr().(*net.TCPAddr)
+func CheckHost(localAddr net.Addr, allowedHosts []string, r *http.Request) *status.Error {
+	local, ok := localAddr.(*net.TCPAddr)
 	if !ok {
 		return nil
 	}
 	loopback := local.IP.IsLoopback()
-	if !loopback && len(s.opts.AllowedHosts) == 0 {
+	if !loopback && len(allowedHosts) == 0 {
 		return nil
 	}
 	host := r.Host
@@ -44,7 +44,7 @@ func (s *Server) checkHost(sc *serverConn, r *http.Request) *status.Error {
 	if loopback && (host == "localhost" || host == "warren" || strings.HasSuffix(host, ".localhost")) {
 		return nil
 	}
-	for _, a := range s.opts.AllowedHosts {
+	for _, a := range allowedHosts {
 		if strings.EqualFold(strings.TrimSuffix(a, "."), host) {
 			return nil
 		}
