@@ -165,13 +165,6 @@ func post(t *testing.T, hc *http.Client, path, body string, header ...string) *h
 	return resp
 }
 
-type line struct {
-	Message *msg    `json:"message"`
-	Code    string  `json:"code"`
-	Text    string  `json:"-"`
-	MS      float64 `json:"ms"`
-}
-
 func TestConsoleStream(t *testing.T) {
 	hc, _, srv := serve(t, unixAddr(t), rpc.ServerOptions{})
 	resp := post(t, hc, "/console/stream?method=Test.Count", `{"n":3}`)

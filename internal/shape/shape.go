@@ -129,9 +129,10 @@ func protoFieldShape(fd protoreflect.FieldDescriptor, depth int) *Shape {
 		elem = &Shape{Type: "string", Proto: string(fd.Enum().FullName())}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		elem = protoShape(fd.Message(), depth)
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
-		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		elem = &Shape{Type: "string"} // the JSON mapping writes 64-bit integers as strings
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		elem = &Shape{Type: "string", Go: "int64"} // the JSON mapping writes 64-bit integers as strings
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		elem = &Shape{Type: "string", Go: "uint64"}
 	default: // the 32-bit integer kinds
 		elem = &Shape{Type: "integer"}
 	}

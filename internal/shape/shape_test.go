@@ -47,7 +47,7 @@ func TestOf(t *testing.T) {
 	}
 
 	ts := Of(reflect.TypeFor[timestamppb.Timestamp]())
-	if ts.Proto != "google.protobuf.Timestamp" || ts.Go != "timestamppb.Timestamp" || len(ts.Fields) != 2 || ts.Fields[0].Shape.Type != "string" {
+	if ts.Proto != "google.protobuf.Timestamp" || ts.Go != "timestamppb.Timestamp" || len(ts.Fields) != 2 || ts.Fields[0].Shape.Type != "string" || ts.Fields[0].Shape.Go != "int64" {
 		t.Errorf("Timestamp: %+v", ts)
 	}
 	st := Of(reflect.TypeFor[structpb.Struct]()) // recursive through Value

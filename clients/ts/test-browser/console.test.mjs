@@ -65,7 +65,8 @@ test("the console lists the services and methods with kinds and shapes", async (
   assert.equal(await text(page, "#m-req-type"), "warren.counter.v1.SetRequest");
   const fields = await page.$$eval("#m-req .f", (fs) => fs.map((f) => f.textContent));
   assert.deepEqual(fields, ["name", "value"]);
-  assert.deepEqual(JSON.parse(await page.$eval("#req", (e) => e.value)), { name: "", value: "" });
+  assert.deepEqual(JSON.parse(await page.$eval("#req", (e) => e.value)), { name: "", value: "0" }, "an int64 is a string of digits");
+  assert.deepEqual(await page.$$eval("#m-req .t", (ts) => ts.map((t) => t.textContent)), ["string", "int64 (string)"]);
   assert.deepEqual(errors, []);
   await page.screenshot({ path: join(shots, "console-methods.png") });
   await page.close();

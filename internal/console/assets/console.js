@@ -108,6 +108,7 @@ function typeName(s) {
   if (!s) return "";
   if (s.type === "array") return (s.elem ? typeName(s.elem) : "any") + "[]";
   if (s.type === "object" && s.elem) return "map<string, " + typeName(s.elem) + ">";
+  if (s.type === "string" && (s.go === "int64" || s.go === "uint64")) return s.go + " (string)";
   return s.proto || s.type;
 }
 
@@ -133,7 +134,8 @@ function sample(s, depth = 0) {
       if (s.elem || depth > 2) return {};
       return Object.fromEntries((s.fields || []).map((f) => [f.name, sample(f.shape, depth + 1)]));
     case "array": return [];
-    case "string": case "bytes": return "";
+    case "string": return s.go === "int64" || s.go === "uint64" ? "0" : "";
+    case "bytes": return "";
     case "integer": case "number": return 0;
     case "boolean": return false;
     default: return null;
