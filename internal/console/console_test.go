@@ -149,6 +149,17 @@ func TestConsoleToken(t *testing.T) {
 	if resp, _ := get(t, hc, "/console/figures", "Authorization", "Bearer "+token); resp.StatusCode != 200 {
 		t.Errorf("GET /console/figures with the bearer token: %d", resp.StatusCode)
 	}
+	resp = post(t, hc, "/console/stream?method=Test.Count", `{"n":1}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /console/stream without the token: %d", resp.StatusCode)
+	}
+	resp = post(t, hc, "/console/stream?method=Test.Count", `{"n":1}`, "Cookie", cookie.Name+"="+cookie.Value)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), `{"message":{"n":0}}`+"\n") {
+		t.Errorf("POST /console/stream with the cookie: %d %s", resp.StatusCode, b)
+	}
 }
 
 func post(t *testing.T, hc *http.Client, path, body string, header ...string) *http.Response {

@@ -109,7 +109,7 @@ function typeName(s) {
   if (s.type === "array") return (s.elem ? typeName(s.elem) : "any") + "[]";
   if (s.type === "object" && s.elem) return "map<string, " + typeName(s.elem) + ">";
   if (s.type === "string" && (s.go === "int64" || s.go === "uint64")) return s.go + " (string)";
-  return s.proto || s.type;
+  return s.proto || (s.type === "object" && s.go) || s.type;
 }
 
 // shapeTree shows a shape's fields as nested lists, down to depth 4.
