@@ -25,7 +25,8 @@ import (
 var benchSizes = []int{128, 1024, 100 << 10, 1 << 20}
 
 func benchServer() *Server {
-	srv := NewServer(&ServerOptions{CallRate: -1})
+	// WARREN_BENCH_METRICS=1: with ServerOptions.Metrics (BENCHMARKS.md, "Metrics").
+	srv := NewServer(&ServerOptions{CallRate: -1, Metrics: os.Getenv("WARREN_BENCH_METRICS") == "1"})
 	HandleRaw(srv, "Bench.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
 	return srv
 }

@@ -380,6 +380,7 @@ func (s *Server) Serve(l net.Listener) error {
 			default:
 			}
 			if acceptshed.OutOfDescriptors(err) && shed.ShedListener(l) {
+				s.adm.ShedPending()
 				shed.Log(s.logger, err, 0) // a pending connection was closed
 				continue
 			}

@@ -83,6 +83,9 @@ func New(cfg Config) (*Harness, error) {
 			e.Systems = append(e.Systems, s)
 		}
 	}
+	if slices.Contains(cfg.Only, "warren-metrics") { // not in All: asked for by name
+		e.Systems = append(e.Systems, systems.Warren{Metrics: true})
+	}
 	var scs []Scenario
 	for _, name := range cfg.Scenarios {
 		if !slices.ContainsFunc(Scenarios, func(s Scenario) bool { return s.Name == name }) {

@@ -89,11 +89,12 @@ func Names() []string {
 // LargeLimit is the message limit of the systems that have one.
 const LargeLimit = 128 << 20
 
-// ByName returns the RPC system called name: one of All, or warren-memfd
+// ByName returns the RPC system called name: one of All, warren-memfd
 // or warren-shared (warren with shared messages, which run only in the
-// large scenario).
+// large scenario), or warren-metrics (warren counting calls for
+// Prometheus; -only warren,warren-metrics).
 func ByName(name string) (System, error) {
-	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}) {
+	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}, Warren{Metrics: true}) {
 		if s.Name() == name {
 			return s, nil
 		}

@@ -25,7 +25,9 @@ import (
 // ("warren-shared") each caller fills a buffer of Client.NewSharedBuffer
 // with its request once and sends that buffer on every call, as the other
 // systems reuse their request, without a copy: warren's zero-copy path.
-type Warren struct{ Memfd, Shared bool }
+// With Metrics ("warren-metrics") the server counts every call for
+// Prometheus (rpc.ServerOptions.Metrics): what the metrics cost.
+type Warren struct{ Memfd, Shared, Metrics bool }
 
 // SharedThreshold is warren-memfd's rpc SharedThreshold: the default
 // (32 MiB).
@@ -37,6 +39,9 @@ func (w Warren) Name() string {
 	}
 	if w.Memfd {
 		return "warren-memfd"
+	}
+	if w.Metrics {
+		return "warren-metrics"
 	}
 	return "warren"
 }
@@ -63,7 +68,7 @@ func (w Warren) Serve(network, address string) (net.Addr, func(), error) {
 	// off: the benchmark is one peer making as many calls as it can, and an
 	// unlimited server reads no clock per call.
 	set, shared := w.settings()
-	srv := rpc.NewServer(&rpc.ServerOptions{CallRate: -1, Settings: set, SharedThreshold: shared})
+	srv := rpc.NewServer(&rpc.ServerOptions{CallRate: -1, Settings: set, SharedThreshold: shared, Metrics: w.Metrics})
 	rpc.HandleRaw(srv, "Bench.Echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
 	rpc.HandleBidiStream(srv, "Bench.Stream", func(ctx context.Context, st *rpc.Stream[[]byte, []byte]) error {
 		// RecvMsg into one reused buffer: warren's documented way to

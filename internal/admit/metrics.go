@@ -56,3 +56,7 @@ func (k *Core) Collect(s *metrics.Snapshot) {
 		s.ConnsByUID = append(s.ConnsByUID, metrics.UIDCount{UID: uint32(uid), N: len(list)})
 	}
 }
+
+// ShedPending counts a pending connection that an engine out of
+// descriptors accepted with its reserve descriptor and closed.
+func (k *Core) ShedPending() { k.lim.Metrics.Shed(metrics.ShedDescriptors) }

@@ -96,6 +96,11 @@ func TestConsoleFiles(t *testing.T) {
 	if resp, _ := get(t, hc, "/console"); resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/console/" {
 		t.Errorf("GET /console: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
+	// The console counts as ServerOptions.Metrics does, but serves no
+	// /metrics without it.
+	if resp, body := get(t, hc, "/metrics"); resp.StatusCode == 200 || strings.Contains(body, "# TYPE") {
+		t.Errorf("GET /metrics with the console and without Metrics: %d %.100s", resp.StatusCode, body)
+	}
 	// Other methods are still served.
 	resp, body = get(t, hc, "/")
 	if resp.StatusCode != 200 || !strings.Contains(body, `"Test.Count"`) {

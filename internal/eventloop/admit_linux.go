@@ -36,6 +36,7 @@ func (l *evLoop) accept() {
 			if acceptshed.OutOfDescriptors(err) && l.reserve.Shed(func() { acceptshed.AcceptClose(l.lfd) }) {
 				// A pending connection was taken with the reserve
 				// descriptor and closed: the backlog drains.
+				l.adm.ShedPending()
 				l.reserve.Log(l.core.Logger(), os.NewSyscallError("accept4", err), 0)
 				continue
 			}

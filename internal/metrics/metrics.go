@@ -15,7 +15,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
+	_ "unsafe" // go:linkname
 
 	"github.com/warrenipc/warren/status"
 )
@@ -29,7 +29,7 @@ const NumCodes = 17
 type Registry struct {
 	mu      sync.Mutex
 	methods map[string]*Method
-	sorted  []*Method // by name; rebuilt on registration
+	sorted  []*Method // by name; replaced, never changed, on registration
 
 	connRefused [numConnReasons]atomic.Uint64
 	callRefused [numCallReasons]atomic.Uint64
@@ -57,8 +57,10 @@ func (r *Registry) Method(name string) *Method {
 	}
 	m := &Method{name: name}
 	r.methods[name] = m
-	r.sorted = append(r.sorted, m)
-	sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i].name < r.sorted[j].name })
+	// A new slice: Snapshot reads the old one without the lock.
+	sorted := append(append(make([]*Method, 0, len(r.sorted)+1), r.sorted...), m)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	r.sorted = sorted
 	return m
 }
 
@@ -152,7 +154,8 @@ func (m *Method) Refused(code status.Code) {
 	m.codes[code].Add(1)
 }
 
-var epoch = time.Now()
-
-// nanotime is the monotonic clock in nanoseconds.
-func nanotime() int64 { return int64(time.Since(epoch)) }
+// nanotime is the runtime's monotonic clock in nanoseconds: a third of
+// time.Now's cost, which also reads the wall clock.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64

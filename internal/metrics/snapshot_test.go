@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,5 +85,30 @@ func TestQuantile(t *testing.T) {
 	}
 	if q := metrics.Quantile(1, c); q != metrics.Bounds[len(metrics.Bounds)-1] {
 		t.Fatalf("p100 %v", q)
+	}
+}
+
+// TestSnapshotWhileRegistering: scrapes and registrations at once (run
+// with -race).
+func TestSnapshotWhileRegistering(t *testing.T) {
+	r := metrics.New()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			r.Method(fmt.Sprintf("Svc.M%03d", 199-i))
+		}
+	}()
+	for range 50 {
+		s := r.Snapshot()
+		for i := 1; i < len(s.Methods); i++ {
+			if s.Methods[i-1].Method >= s.Methods[i].Method {
+				t.Fatalf("not sorted: %s, %s", s.Methods[i-1].Method, s.Methods[i].Method)
+			}
+		}
+	}
+	<-done
+	if n := len(r.Snapshot().Methods); n != 200 {
+		t.Fatalf("%d methods", n)
 	}
 }
