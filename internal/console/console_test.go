@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -274,8 +276,18 @@ type figures struct {
 	} `json:"methods"`
 }
 
+// TestConsoleFigures runs on both engines: on the event loop the warren
+// connection is the loop's, the console's HTTP one is handed to a
+// goroutine.
 func TestConsoleFigures(t *testing.T) {
-	hc, addr, _ := serve(t, unixAddr(t), rpc.ServerOptions{MaxCallsPerConn: 1})
+	t.Run("goroutine", func(t *testing.T) { testConsoleFigures(t, false) })
+	if runtime.GOOS == "linux" {
+		t.Run("eventloop", func(t *testing.T) { testConsoleFigures(t, true) })
+	}
+}
+
+func testConsoleFigures(t *testing.T, loop bool) {
+	hc, addr, _ := serve(t, unixAddr(t), rpc.ServerOptions{MaxCallsPerConn: 1, EventLoop: loop})
 	c, err := rpc.Dial(addr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -330,8 +342,12 @@ func TestConsoleFigures(t *testing.T) {
 	if len(f.ByUID) != 1 || f.ByUID[0].Key != strconv.Itoa(uid) || f.ByUID[0].N != f.Conns {
 		t.Errorf("by uid: %+v, want %d connections of uid %d", f.ByUID, f.Conns, uid)
 	}
-	if len(f.ByTransport) != 1 || f.ByTransport[0].Key != "unix" || f.ByTransport[0].N != f.Conns {
-		t.Errorf("by transport: %+v", f.ByTransport)
+	want := []row{{"unix", 2}}
+	if loop {
+		want = []row{{"unix", 1}, {"unix (event loop)", 1}}
+	}
+	if !slices.Equal(f.ByTransport, want) {
+		t.Errorf("by transport: %+v, want %+v", f.ByTransport, want)
 	}
 	if len(f.CallsRefused) != 1 || f.CallsRefused[0].N != 1 {
 		t.Errorf("calls refused: %+v", f.CallsRefused)
