@@ -17,13 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 )
 
 type msg struct {
-	N int `json:"n"`
+	N   int    `json:"n"`
+	Pad string `json:"pad,omitempty"`
 }
 
 // serve starts a server with the console on addr and returns an HTTP
@@ -37,6 +39,14 @@ func serve(t *testing.T, addr string, opts rpc.ServerOptions) (*http.Client, str
 		for i := range r.N {
 			if err := st.Send(&msg{N: i}); err != nil {
 				return err
+			}
+		}
+		if r.N == -2 { // large messages as fast as the page takes them
+			big := msg{Pad: strings.Repeat("x", 64<<10)}
+			for {
+				if err := st.Send(&big); err != nil {
+					return err
+				}
 			}
 		}
 		if r.N < 0 { // follow until the page goes away
@@ -235,6 +245,22 @@ func TestConsoleStream(t *testing.T) {
 	}
 	if st := srv.Stats(); st.Calls != 0 {
 		t.Errorf("calls in progress after the page left: %d", st.Calls)
+	}
+}
+
+// TestConsoleStuckPage: a page that stops reading a stream without going
+// away ends the call once a write has waited stuckWrite.
+func TestConsoleStuckPage(t *testing.T) {
+	defer console.SetStuckWrite(200 * time.Millisecond)()
+	hc, _, srv := serve(t, unixAddr(t), rpc.ServerOptions{})
+	resp := post(t, hc, "/console/stream?method=Test.Count", `{"n":-2}`)
+	defer resp.Body.Close() // never read
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Stats().Calls != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.Stats().Calls; n != 0 {
+		t.Errorf("calls in progress 5 s after the page stopped reading: %d", n)
 	}
 }
 

@@ -53,8 +53,13 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c bridgeco
 	st := &lineStream{w: w, rc: http.NewResponseController(w), first: buf, start: start}
 	st.rc.Flush()
 	call.RunStream(st)
-	pool.Put(st.first) // nil once received
+	pool.Put(st.first)                  // nil once received
+	st.rc.SetWriteDeadline(time.Time{}) // for the connection's next request
 }
+
+// stuckWrite ends a stream whose page has stopped reading, as a warren
+// session stuck on a peer that does not read is closed.
+var stuckWrite = 10 * time.Second
 
 // lineStream carries a server stream's messages to the page as JSON lines
 // (a bridgecore.Stream).
@@ -87,6 +92,7 @@ func (s *lineStream) Send(data []byte) error {
 		return status.New(status.FailedPrecondition, "send after the call ended")
 	}
 	s.line = append(append(append(s.line[:0], `{"message":`...), data...), "}\n"...)
+	s.rc.SetWriteDeadline(time.Now().Add(stuckWrite))
 	if _, err := s.w.Write(s.line); err != nil {
 		return status.New(status.Canceled, "the page stopped following the stream")
 	}
@@ -110,6 +116,7 @@ func (s *lineStream) End(_ []string, code status.Code, msg string, _ [][]byte, _
 		Message string  `json:"message,omitempty"`
 		MS      float64 `json:"ms"`
 	}{code.String(), msg, float64(time.Since(s.start).Microseconds()) / 1000})
+	s.rc.SetWriteDeadline(time.Now().Add(stuckWrite))
 	s.w.Write(append(end, '\n'))
 	s.rc.Flush()
 }
