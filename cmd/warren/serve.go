@@ -43,7 +43,9 @@ upgrade must carry a token: a random one unless --token sets it. serve
 prints the page's URL with the token (http://127.0.0.1:PORT/?token=...);
 'warren call --token' or WARREN_TOKEN pass it. --no-auth, on a loopback
 address only, turns the token off. Browsers get a live page of the counters
-at GET / on every address (other clients get the method list as JSON).
+at GET / on every address (other clients get the method list as JSON),
+and the server's console at /console/: its methods, a form to call them,
+streams followed, live figures.
 
 On a unix socket, only processes of the user running serve may call it; --allow-uid and
 --allow-gid (repeatable, or comma-separated) let others in as well, and
