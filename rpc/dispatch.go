@@ -30,17 +30,17 @@ import (
 func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Code, string) {
 	s := sc.srv
 	if hd == nil {
-		s.callRefused(metrics.CallUnknownMethod)
+		s.callRefused(nil, metrics.CallUnknownMethod, 0)
 		return nil, status.Unimplemented, ""
 	}
 	if err := peer.Authorize(hd.policy, sc.peer); err != nil {
-		s.callRefused(metrics.CallMethodPolicy)
+		s.callRefused(hd, metrics.CallMethodPolicy, status.PermissionDenied)
 		s.adm.CallRefused(sc.peer, err.Error())
 		return nil, status.PermissionDenied, err.Error()
 	}
 	cd, err := codec.ByID(codecID)
 	if err != nil {
-		s.callRefused(metrics.CallBadCodec)
+		s.callRefused(hd, metrics.CallBadCodec, status.InvalidArgument)
 		return nil, status.InvalidArgument, err.Error()
 	}
 	if codecID == codec.IDJSON && s.opts.RejectUnknownFields {
@@ -48,17 +48,17 @@ func (sc *serverConn) admit(hd *handler, codecID uint8) (codec.Codec, status.Cod
 	}
 	if int64(sc.addCalls(1)) > int64(s.opts.MaxCallsPerConn) {
 		sc.addCalls(-1)
-		return s.limitHit(sc, metrics.CallMaxCallsPerConn, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
+		return s.limitHit(sc, hd, metrics.CallMaxCallsPerConn, fmt.Sprintf("too many concurrent calls on this connection (limit %d)", s.opts.MaxCallsPerConn))
 	}
 	if s.calls.Add(1) > int64(s.opts.MaxCalls) {
 		s.calls.Add(-1)
 		sc.addCalls(-1)
-		return s.limitHit(sc, metrics.CallMaxCalls, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
+		return s.limitHit(sc, hd, metrics.CallMaxCalls, fmt.Sprintf("too many concurrent calls on this server (limit %d)", s.opts.MaxCalls))
 	}
 	if s.opts.CallRate != float64(rate.Inf) && !sc.lim.Allow() {
 		s.calls.Add(-1)
 		sc.addCalls(-1)
-		return s.limitHit(sc, metrics.CallRate, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
+		return s.limitHit(sc, hd, metrics.CallRate, fmt.Sprintf("call rate limit exceeded (%g calls/s)", s.opts.CallRate))
 	}
 	s.callsTotal.Add(1)
 	return cd, status.OK, ""
@@ -77,8 +77,8 @@ func (s strictJSON) Unmarshal(data []byte, v any) error {
 
 // limitHit counts and logs a call refused by a limit, and returns admit's
 // refusal.
-func (s *Server) limitHit(sc *serverConn, why metrics.CallReason, msg string) (codec.Codec, status.Code, string) {
-	s.callRefused(why)
+func (s *Server) limitHit(sc *serverConn, hd *handler, why metrics.CallReason, msg string) (codec.Codec, status.Code, string) {
+	s.callRefused(hd, why, status.ResourceExhausted)
 	s.adm.CallRefused(sc.peer, msg)
 	return nil, status.ResourceExhausted, msg
 }
@@ -214,9 +214,14 @@ func (s *Server) worker(c *serverCall) {
 	}
 }
 
-func (s *Server) callRefused(why metrics.CallReason) {
+// callRefused counts a call refused before it ran, for why, under its
+// method (hd, nil if unknown) with code.
+func (s *Server) callRefused(hd *handler, why metrics.CallReason, code status.Code) {
 	s.refused.Add(1)
 	s.met.CallRefused(why)
+	if hd != nil {
+		hd.met.Refused(code)
+	}
 }
 
 func (s *Server) logPanic(method string, r any, stack []byte) {

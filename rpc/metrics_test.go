@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -65,6 +66,8 @@ func TestMetrics(t *testing.T) {
 				}
 				return req, nil
 			})
+			rpc.HandleRaw(srv, "Echo.Closed", func(_ context.Context, req []byte) ([]byte, error) { return req, nil },
+				rpc.WithPolicy(peer.PolicyFunc(func(*peer.Peer) error { return errors.New("closed") })))
 			unix := "unix://" + filepath.Join(t.TempDir(), "m.sock")
 			tcp := serveOn(t, srv, "tcp://127.0.0.1:0")
 			serveOn(t, srv, unix)
@@ -85,6 +88,9 @@ func TestMetrics(t *testing.T) {
 			if err := c.Invoke(ctx, "Echo.Nope", []byte("x"), &out); status.CodeOf(err) != status.Unimplemented {
 				t.Fatalf("unknown method: %v", err)
 			}
+			if err := c.Invoke(ctx, "Echo.Closed", []byte("x"), &out); status.CodeOf(err) != status.PermissionDenied {
+				t.Fatalf("method's policy: %v", err)
+			}
 			// Over HTTP on tcp: the token is needed for the page as for calls.
 			if code, _ := scrape(t, tcp, ""); code != http.StatusUnauthorized {
 				t.Fatalf("scrape without the token: %d", code)
@@ -98,19 +104,22 @@ func TestMetrics(t *testing.T) {
 				engine = "eventloop"
 			}
 			for series, want := range map[string]float64{
-				`warren_server_calls_total{method="Echo.Raw",code="ok"}`:              n,
-				`warren_server_calls_total{method="Echo.Raw",code="not_found"}`:       1,
-				`warren_server_call_duration_seconds_count{method="Echo.Raw"}`:        n + 1,
-				`warren_server_received_message_bytes_total{method="Echo.Raw"}`:       10*n + 4,
-				`warren_server_sent_message_bytes_total{method="Echo.Raw"}`:           10 * n,
-				`warren_server_calls_in_flight{method="Echo.Raw"}`:                    0,
-				`warren_server_calls_refused_total{reason="unknown_method"}`:          1,
-				`warren_server_calls_refused_total{reason="token"}`:                   1,
-				`warren_server_connections{transport="unix",engine="` + engine + `"}`: 1,
-				`warren_server_calls_total{method="Warren.Methods",code="ok"}`:        0,
-				`warren_server_connections_refused_total{reason="max_conns_per_uid"}`: 0,
-				`warren_server_connections_shed_total{reason="idle"}`:                 0,
-				`warren_server_files_in_flight`:                                       0,
+				`warren_server_calls_total{method="Echo.Raw",code="ok"}`:                   n,
+				`warren_server_calls_total{method="Echo.Raw",code="not_found"}`:            1,
+				`warren_server_call_duration_seconds_count{method="Echo.Raw"}`:             n + 1,
+				`warren_server_received_message_bytes_total{method="Echo.Raw"}`:            10*n + 4,
+				`warren_server_sent_message_bytes_total{method="Echo.Raw"}`:                10 * n,
+				`warren_server_calls_in_flight{method="Echo.Raw"}`:                         0,
+				`warren_server_calls_refused_total{reason="unknown_method"}`:               1,
+				`warren_server_calls_refused_total{reason="token"}`:                        1,
+				`warren_server_calls_refused_total{reason="method_policy"}`:                1,
+				`warren_server_calls_total{method="Echo.Closed",code="permission_denied"}`: 1,
+				`warren_server_call_duration_seconds_count{method="Echo.Closed"}`:          0,
+				`warren_server_connections{transport="unix",engine="` + engine + `"}`:      1,
+				`warren_server_calls_total{method="Warren.Methods",code="ok"}`:             0,
+				`warren_server_connections_refused_total{reason="max_conns_per_uid"}`:      0,
+				`warren_server_connections_shed_total{reason="idle"}`:                      0,
+				`warren_server_files_in_flight`:                                            0,
 			} {
 				if got := metricValue(body, series); got != want {
 					t.Errorf("%s = %v, want %v", series, got, want)

@@ -186,8 +186,8 @@ type ServerOptions struct {
 	// that change state are refused.
 	CORS *CORSOptions
 	// Metrics counts calls, connections, refusals and sheds, and answers
-	// "GET /metrics" on every listener in the Prometheus text format, under
-	// the policies and token rules of calls (README, "Metrics").
+	// "GET /metrics" on every listener (unless NoHTTP) in the Prometheus
+	// text format, under the policies and token rules of calls (README).
 	Metrics bool
 	// Console, if set, serves a console page at /console/ on the HTTP
 	// bridge: the methods, a form to call them, server streams followed,

@@ -596,6 +596,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"--addr", "tcp://127.0.0.1:0", "--allow-uid", "1"}, "need a unix socket address"},
 		{[]string{"--addr", "tls://127.0.0.1:0"}, "a tls:// address needs --cert and --key"},
 		{[]string{"--addr", "ws://127.0.0.1:0/w", "--cert", "x.pem"}, "are for tls:// and wss:// addresses, not ws://"},
+		{[]string{"--metrics", "systemd:"}, "--metrics takes a unix, tcp, tls or ws address"},
+		{[]string{"--metrics", "tls://127.0.0.1:0"}, "needs the service on a tls:// or wss:// --addr"},
 	} {
 		args := tc.args
 		if !strings.Contains(strings.Join(args, " "), "--addr") {

@@ -93,8 +93,14 @@ scrape_configs:
 		v, err := promQuery(ctx, web, query)
 		if err == nil && v == fmt.Sprint(n) {
 			t.Logf("prometheus: %s = %s", query, v)
-			if v, err := promQuery(ctx, web, `up{job="warren"}`); err != nil || v != "1" {
-				t.Fatalf("up = %q, %v", v, err)
+			for q, want := range map[string]string{
+				`up{job="warren"}`: "1",
+				`warren_server_call_duration_seconds_count{method="Counter.Inc"}`:          fmt.Sprint(n),
+				`warren_server_call_duration_seconds_bucket{method="Counter.Inc",le="10"}`: fmt.Sprint(n),
+			} {
+				if v, err := promQuery(ctx, web, q); err != nil || v != want {
+					t.Errorf("%s = %q (%v), want %s", q, v, err, want)
+				}
 			}
 			return
 		}

@@ -241,6 +241,14 @@ func cmdServe(e *env, args []string) error {
 		}
 	}
 
+	var ml *transport.Listener
+	if *metricsAddr != "" {
+		if ml, err = metricsListen(*metricsAddr, a, &policy, &auth, *token, *noAuth, mode, tlsConf, logger); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
+
 	// The server's rpc policy, not the listener's, decides who may call.
 	// Both apply it at accept, before reading a byte; a listener closes a
 	// refused peer without a word, while the rpc server first writes it
@@ -249,13 +257,6 @@ func cmdServe(e *env, args []string) error {
 		if l, err = transport.Listen(addr, &transport.ListenConfig{Mode: mode, Policy: peer.AllowAll(), TLS: tlsConf, WebSocket: wsOptions(auth), Logger: logger}); err != nil {
 			return listenError(a, err)
 		}
-	}
-	var ml *transport.Listener
-	if *metricsAddr != "" {
-		if ml, err = metricsListen(*metricsAddr, a, &policy, &auth, *token, *noAuth, mode, tlsConf, logger); err != nil {
-			return err
-		}
-		defer ml.Close()
 	}
 	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil})
 	store := counter.New()

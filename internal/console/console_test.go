@@ -358,8 +358,9 @@ func testConsoleFigures(t *testing.T, loop bool) {
 	if f.Calls < 20 || f.CallsPerSec <= 0 || f.Conns < 2 {
 		t.Errorf("figures after 20 calls on one connection (and the console's own): %+v", f)
 	}
-	// The busiest first; a method with a call in flight is listed.
-	if len(f.Methods) != 2 || f.Methods[0].Name != "Test.Echo" || f.Methods[0].Calls != 20 || f.Methods[0].PerSec <= 0 ||
+	// The busiest first (the refused call counts under its method, as an
+	// error); a method with a call in flight is listed.
+	if len(f.Methods) != 2 || f.Methods[0].Name != "Test.Echo" || f.Methods[0].Calls != 21 || f.Methods[0].Errors != 1 || f.Methods[0].PerSec <= 0 ||
 		f.Methods[0].P50MS == nil || f.Methods[0].P99MS == nil || *f.Methods[0].P99MS < *f.Methods[0].P50MS ||
 		f.Methods[1].Name != "Test.Count" || f.Methods[1].InFlight != 1 {
 		t.Errorf("methods: %+v", f.Methods)

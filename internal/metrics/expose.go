@@ -30,7 +30,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // AppendText appends s in the Prometheus text format 0.0.4 to b.
 func AppendText(b []byte, s *Snapshot) []byte {
 	e := &enc{b: b}
-	e.family("warren_server_calls_total", "counter", "Calls ended, by method and status code.")
+	e.family("warren_server_calls_total", "counter", "Calls ended, or refused before they ran, by method and status code.")
 	for i := range s.Methods {
 		m := &s.Methods[i]
 		for c, n := range m.Codes {

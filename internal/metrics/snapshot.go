@@ -34,8 +34,8 @@ type Snapshot struct {
 // MethodStats are one method's figures.
 type MethodStats struct {
 	Method   string
-	Calls    uint64           // calls ended (the sum of Codes)
-	Codes    [NumCodes]uint64 // calls ended, by status code
+	Calls    uint64           // calls ended or refused before they ran (the sum of Codes)
+	Codes    [NumCodes]uint64 // the same, by status code
 	InFlight int64
 	// Buckets counts latencies by Bounds (not cumulative); Sum is their
 	// total. Refused calls have no latency.
