@@ -41,6 +41,9 @@ func serve(t *testing.T, addr string, opts rpc.ServerOptions) (*http.Client, str
 				return err
 			}
 		}
+		if r.N == -3 { // the call's metadata
+			return st.Send(&msg{Pad: rpc.IncomingMetadata(ctx).Get("x-demo")})
+		}
 		if r.N == -2 { // large messages as fast as the page takes them
 			big := msg{Pad: strings.Repeat("x", 64<<10)}
 			for {
@@ -210,6 +213,14 @@ func TestConsoleStream(t *testing.T) {
 		t.Fatalf("stream lines:\n%s", strings.Join(got, "\n"))
 	}
 
+	// Headers are the call's metadata.
+	resp = post(t, hc, "/console/stream?method=Test.Count", `{"n":-3}`, "X-Demo", "from the page")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(b), `{"message":{"n":0,"pad":"from the page"}}`) {
+		t.Errorf("metadata: %s", b)
+	}
+
 	// Not a server stream, unknown: said so.
 	for _, m := range []string{"Test.Echo", "Test.Nope", ""} {
 		resp := post(t, hc, "/console/stream?method="+m, `{}`)
@@ -221,7 +232,7 @@ func TestConsoleStream(t *testing.T) {
 	}
 	// A bad request message is the handler's codec's error.
 	resp = post(t, hc, "/console/stream?method=Test.Count", `{"n":"x"}`)
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), `"code":"invalid_argument"`) {
 		t.Errorf("bad request: %d %s", resp.StatusCode, b)

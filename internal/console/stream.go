@@ -19,7 +19,8 @@ import (
 // The answer is JSON lines, flushed one by one: {"message": M} for each
 // message, then {"code": "ok"|CODE, "message": TEXT, "ms": DURATION}. The
 // call is admitted and intercepted as any call of the method (policy,
-// limits, token), and ends when the page stops reading.
+// limits, token), with the request's headers as its metadata, and ends
+// when the page stops reading.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c bridgecore.Conn) {
 	name := r.URL.Query().Get("method")
 	m, _ := h.srv.Lookup("/" + name)
@@ -42,7 +43,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c bridgeco
 		buf.B = append(buf.B, bridgecore.EmptyJSON...)
 	}
 	start := time.Now()
-	call, se := c.Admit(m, codec.IDJSON, time.Time{}, http.Header{}, r.Context())
+	// The request's headers are the call's metadata, as for a Connect call.
+	call, se := c.Admit(m, codec.IDJSON, time.Time{}, r.Header, r.Context())
 	if se != nil {
 		pool.Put(buf)
 		bridgecore.WriteUnaryError(w, 0, se, nil, nil)

@@ -175,6 +175,16 @@ test("hostile method names, field names, replies, errors and stream messages are
     await page.waitForFunction(() => document.querySelector("#r-code").textContent === "ok", { timeout: 5000 });
     assert.ok((await text(page, "#r-body")).includes(html.replace(/"/g, '\\"')));
 
+    // Metadata from the form reaches the handler (and comes back as text).
+    await page.click('[data-method="Evil.Meta"]');
+    await page.type("#md", "x-demo: <b>bold</b>");
+    await page.click("#send");
+    await page.waitForFunction(() => document.querySelector("#r-body").textContent.includes("<b>bold</b>"), { timeout: 5000 });
+    await page.$eval("#md", (e) => (e.value = "not a header"));
+    await page.click("#send");
+    await page.waitForFunction(() => document.querySelector("#r-code").textContent === "invalid metadata", { timeout: 2000 });
+    await page.$eval("#md", (e) => (e.value = ""));
+
     await page.click('[data-method="Evil.Fail"]');
     await page.click("#send");
     await page.waitForFunction(() => document.querySelector("#r-code").textContent === "failed_precondition", { timeout: 5000 });

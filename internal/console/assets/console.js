@@ -186,13 +186,13 @@ function showResult(code, took, body) {
   $("r-body").textContent = body;
 }
 
-async function callUnary(m, body) {
+async function callUnary(m, body, headers) {
   $("r-stream").replaceChildren();
   $("r-count").textContent = "";
   const t0 = performance.now();
   let r, text;
   try {
-    r = await fetch("/" + encodeURIComponent(m.name), { method: "POST", headers: { "Content-Type": "application/json" }, body });
+    r = await fetch("/" + encodeURIComponent(m.name), { method: "POST", headers, body });
     text = await r.text();
   } catch (e) {
     showResult("unavailable", performance.now() - t0, String(e));
@@ -216,7 +216,7 @@ function stopStream() {
   $("stop").disabled = true;
 }
 
-async function follow(m, body) {
+async function follow(m, body, headers) {
   stopStream();
   const ab = new AbortController();
   streamAbort = ab;
@@ -229,7 +229,7 @@ async function follow(m, body) {
   $("r-count").textContent = "0 messages";
   try {
     const r = await fetch("stream?method=" + encodeURIComponent(m.name),
-      { method: "POST", headers: { "Content-Type": "application/json" }, body, signal: ab.signal });
+      { method: "POST", headers, body, signal: ab.signal });
     if (!r.ok) {
       const msg = errorText(r.status, await r.text());
       const i = msg.indexOf(": ");
@@ -270,17 +270,37 @@ async function follow(m, body) {
   }
 }
 
+// metadata reads the metadata box: "key: value" lines, sent as headers
+// (the server makes them the call's metadata).
+function metadata() {
+  const h = { "Content-Type": "application/json" };
+  for (const line of $("md").value.split("\n")) {
+    if (!line.trim()) continue;
+    const i = line.indexOf(":");
+    if (i <= 0) throw new Error("metadata line " + JSON.stringify(line) + " is not key: value");
+    const k = line.slice(0, i).trim(), v = line.slice(i + 1).trim();
+    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(k)) throw new Error("metadata key " + JSON.stringify(k) + " is not a header name");
+    h[k] = h[k] === undefined ? v : h[k] + ", " + v;
+  }
+  return h;
+}
+
 $("call-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const m = current;
   if (!m) return;
   const body = $("req").value.trim() || "{}";
+  let headers;
   try { JSON.parse(body); } catch (e) {
     showResult("invalid JSON", null, String(e.message || e));
     return;
   }
-  if (m.kind === "server_stream") follow(m, body);
-  else if (m.kind === "unary") callUnary(m, body);
+  try { headers = metadata(); } catch (e) {
+    showResult("invalid metadata", null, String(e.message || e));
+    return;
+  }
+  if (m.kind === "server_stream") follow(m, body, headers);
+  else if (m.kind === "unary") callUnary(m, body, headers);
 });
 $("stop").addEventListener("click", stopStream);
 $("filter").addEventListener("input", renderMethods);

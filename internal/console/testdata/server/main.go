@@ -42,6 +42,9 @@ func main() {
 	rpc.Handle(srv, HostileName, func(ctx context.Context, r *evilReq) (*evilReply, error) {
 		return &evilReply{Echo: Hostile + r.Text}, nil
 	})
+	rpc.Handle(srv, "Evil.Meta", func(ctx context.Context, r *evilReq) (*evilReply, error) {
+		return &evilReply{Echo: rpc.IncomingMetadata(ctx).Get("x-demo")}, nil
+	})
 	rpc.Handle(srv, "Evil.Fail", func(ctx context.Context, r *evilReq) (*evilReply, error) {
 		return nil, status.Errorf(status.FailedPrecondition, "refused: %s", Hostile)
 	})
