@@ -74,7 +74,8 @@ async function loadMethods() {
   if (v) $("version").textContent = "warren " + v.version + (v.revision ? " · " + v.revision.slice(0, 12) : "") + " · " + v.go;
   $("n-methods").textContent = String(methods.length);
   renderMethods();
-  const want = decodeURIComponent(location.hash.slice(1));
+  let want = "";
+  try { want = decodeURIComponent(location.hash.slice(1)); } catch { /* a malformed address: no method chosen */ }
   const m = methods.find((x) => x.name === want);
   if (m) choose(m);
 }
@@ -210,8 +211,13 @@ async function callUnary(m, body, headers) {
 let streamAbort = null;
 const maxLines = 500;
 
-function stopStream() {
-  if (streamAbort) streamAbort.abort();
+// stopStream ends the stream followed, if any; byUser: from the Stop button
+// (its panel then says so; a stream replaced by another says nothing).
+function stopStream(byUser = false) {
+  if (streamAbort) {
+    streamAbort.byUser = byUser;
+    streamAbort.abort();
+  }
   streamAbort = null;
   $("stop").disabled = true;
 }
@@ -263,8 +269,8 @@ async function follow(m, body, headers) {
       }
     }
   } catch (e) {
-    if (ab.signal.aborted) showResult("canceled", performance.now() - t0, "stopped from the console");
-    else showResult("unavailable", performance.now() - t0, String(e));
+    if (!ab.signal.aborted) showResult("unavailable", performance.now() - t0, String(e));
+    else if (ab.byUser) showResult("canceled", performance.now() - t0, "stopped from the console");
   } finally {
     if (streamAbort === ab) { streamAbort = null; $("stop").disabled = true; }
   }
@@ -302,7 +308,7 @@ $("call-form").addEventListener("submit", (ev) => {
   if (m.kind === "server_stream") follow(m, body, headers);
   else if (m.kind === "unary") callUnary(m, body, headers);
 });
-$("stop").addEventListener("click", stopStream);
+$("stop").addEventListener("click", () => stopStream(true));
 $("filter").addEventListener("input", renderMethods);
 
 // ---- figures ----
