@@ -117,6 +117,16 @@ test("a server stream followed in the panel, then stopped", async () => {
   await page.waitForFunction(() => document.querySelector("#r-code").textContent === "canceled", { timeout: 3000 });
   for (let i = 0; i < 50 && (await inflight()) !== 0; i++) await new Promise((r) => setTimeout(r, 100));
   assert.equal(await inflight(), 0, "stopping the panel ends the call on the server");
+  // Following again while a stream runs replaces it: the panel stays live.
+  await page.click("#send");
+  await page.waitForFunction(() => document.querySelector("#r-count").textContent === "1 message", { timeout: 5000 });
+  await page.click("#send");
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(await text(page, "#r-code"), "streaming");
+  assert.equal(await text(page, "#r-count"), "1 message");
+  for (let i = 0; i < 50 && (await inflight()) !== 1; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(await inflight(), 1, "the replaced stream's call ended");
+  await page.click("#stop");
   assert.deepEqual(errors, []);
   await page.close();
 });
