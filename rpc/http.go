@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
@@ -126,6 +127,10 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r = h.srv.authorizeHTTP(w, r, h.sc.peer); r == nil {
 		return
 	}
+	if h.srv.console != nil && console.Match(r.URL.Path) && !transport.IsWebSocketUpgrade(r) {
+		h.srv.console.Serve(w, r, (*bridgeConn)(h.sc))
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r)
@@ -134,7 +139,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.srv.serveWebSocket(h.sc, w, r)
 			return
 		}
-		if h.srv.met != nil && r.URL.Path == "/metrics" {
+		if h.srv.opts.Metrics && r.URL.Path == "/metrics" {
 			h.srv.met.ServeHTTP(w, r)
 			return
 		}

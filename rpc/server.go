@@ -18,6 +18,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/drain"
+	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/eventloop"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/metrics"
@@ -189,6 +190,11 @@ type ServerOptions struct {
 	// "GET /metrics" on every listener (unless NoHTTP) in the Prometheus
 	// text format, under the policies and token rules of calls (README).
 	Metrics bool
+	// Console, if set, serves a console page at /console/ on the HTTP
+	// bridge: the methods, a form to call them, server streams followed,
+	// live figures (counted as with Metrics); its requests are checked as
+	// every other is.
+	Console bool
 }
 
 func limit(v, def int) int {
@@ -257,6 +263,7 @@ type Server struct {
 	bridgeOnce sync.Once
 	bridge     bridgecore.Handler // opts.Bridge's, bound (bridge.go)
 	services   sync.Map           // name -> *handler: the bridge's own methods
+	console    *console.Handler   // opts.Console's
 }
 
 // NewServer returns a server with the options (nil for defaults).
@@ -285,13 +292,16 @@ func NewServer(opts *ServerOptions) *Server {
 		s.logger = slog.Default()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.opts.Metrics {
+	if s.opts.Metrics || s.opts.Console {
 		s.met = metrics.New()
 	}
 	s.initAdmission()
 	m := map[string]*handler{}
 	s.handlers.Store(&m)
 	s.register(introspectionHandler(s))
+	if s.opts.Console {
+		s.console = console.New((*bridgeServer)(s), s.met.Snapshot)
+	}
 	return s
 }
 

@@ -43,7 +43,9 @@ upgrade must carry a token: a random one unless --token sets it. serve
 prints the page's URL with the token (http://127.0.0.1:PORT/?token=...);
 'warren call --token' or WARREN_TOKEN pass it. --no-auth, on a loopback
 address only, turns the token off. Browsers get a live page of the counters
-at GET / on every address (other clients get the method list as JSON).
+at GET / on every address (other clients get the method list as JSON),
+and the server's console at /console/: its methods, a form to call them,
+streams followed, live figures.
 
 On a unix socket, only processes of the user running serve may call it; --allow-uid and
 --allow-gid (repeatable, or comma-separated) let others in as well, and
@@ -256,7 +258,7 @@ func cmdServe(e *env, args []string) error {
 			return listenError(a, err)
 		}
 	}
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil})
 	store := counter.New()
 	store.Register(srv)
 
@@ -303,7 +305,13 @@ func cmdServe(e *env, args []string) error {
 	if a.Scheme == transport.SchemeTCP || a.Scheme == transport.SchemeTLS {
 		// The page is served by the HTTP bridge; a ws:// or wss://
 		// listener serves only its WebSocket path.
-		fmt.Fprintf(e.stdout, "open %s\n", pageURL(a, l.Addr(), auth))
+		u := pageURL(a, l.Addr(), auth)
+		fmt.Fprintf(e.stdout, "open %s\n", u)
+		if base, query, ok := strings.Cut(u, "?"); ok {
+			fmt.Fprintf(e.stderr, "warren serve: the console: %sconsole/?%s\n", base, query)
+		} else {
+			fmt.Fprintf(e.stderr, "warren serve: the console: %sconsole/\n", u)
+		}
 	}
 	if *eventLoop {
 		if runtime.GOOS == "linux" && a.Scheme != transport.SchemeTLS && a.Scheme != transport.SchemeWSS {
