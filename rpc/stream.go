@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/balance"
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
@@ -315,18 +316,19 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 			}
 		}
 		var err error
-		for attempt := 0; ; attempt++ {
-			var s *mux.Session
-			if s, err = c.session(ctx); err != nil {
+		r := balance.Retry{Pool: c.pool}
+		for {
+			_, s, v, serr := r.Session(ctx, method, nil)
+			if err = serr; err == nil {
+				cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
+				if err == nil {
+					break
+				}
+				v, err = retryable(drained(err) || isConnErr(err)), callError(err)
+			}
+			if !r.Next(ctx, v, &err) {
 				return err
 			}
-			cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
-			if err == nil || attempt > 0 || !(drained(err) || isConnErr(err)) {
-				break
-			}
-		}
-		if err != nil {
-			return callError(err)
 		}
 		cs.ctx = ctx
 		st := cs.st
