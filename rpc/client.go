@@ -156,7 +156,7 @@ func (c *Client) Close() error {
 func (c *Client) session(ctx context.Context) (*mux.Session, error) {
 	r := balance.Retry{Pool: c.pool}
 	for {
-		_, s, v, err := r.Session(ctx, "", nil)
+		_, s, v, err := r.Session(ctx, nil)
 		if err == nil || !r.Next(ctx, v, &err) {
 			return s, err
 		}
@@ -259,9 +259,9 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts 
 	if err != nil {
 		return &status.Error{Code: status.Internal, Message: fmt.Sprintf("encoding %s request: %v", method, err), Cause: err}
 	}
-	r := balance.Retry{Pool: c.pool}
+	r := balance.Retry{Pool: c.pool, Method: method}
 	for {
-		e, s, v, serr := r.Session(ctx, method, func(ctx context.Context, s *mux.Session) (map[string]bool, error) {
+		e, s, v, serr := r.Session(ctx, func(ctx context.Context, s *mux.Session) (map[string]bool, error) {
 			return c.pureMethods(ctx, s, &o)
 		})
 		if serr == nil {

@@ -316,9 +316,9 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 			}
 		}
 		var err error
-		r := balance.Retry{Pool: c.pool}
+		r := balance.Retry{Pool: c.pool, Method: method}
 		for {
-			_, s, v, serr := r.Session(ctx, method, nil)
+			_, s, v, serr := r.Session(ctx, nil)
 			if err = serr; err == nil {
 				cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
 				if err == nil {

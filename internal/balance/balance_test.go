@@ -465,3 +465,85 @@ func TestBadTargets(t *testing.T) {
 		t.Fatalf("unexpected GOAWAY: %v", err)
 	}
 }
+
+type msg struct {
+	ID int `json:"id"`
+}
+
+// TestStreamOpenRetried: a stream whose connection is lost before it opens
+// opens on a new one; once open, its failure is the caller's to see.
+func TestStreamOpenRetried(t *testing.T) {
+	l, err := transport.Listen("tcp://127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(nil)
+	var opened atomic.Int64
+	rpc.HandleBidiStream(srv, "T.Echo", func(ctx context.Context, st *rpc.Stream[msg, msg]) error {
+		opened.Add(1)
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			if err := st.Send(m); err != nil {
+				return err
+			}
+		}
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	defer func() {
+		srv.Close()
+		<-done
+	}()
+	d := new(cutter)
+	c := dial(t, "tcp://"+l.Addr().String(), &rpc.ClientOptions{Dialer: d.dial})
+	echo := func() error {
+		cs, err := rpc.NewStream[msg, msg](context.Background(), c, "T.Echo")
+		if err != nil {
+			return err
+		}
+		defer cs.CloseSend()
+		if err := cs.Send(&msg{ID: 7}); err != nil {
+			return err
+		}
+		m, err := cs.Recv()
+		if err == nil && m.ID != 7 {
+			t.Fatalf("echo %d", m.ID)
+		}
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatal(err)
+	}
+	d.cut()
+	if err := echo(); err != nil {
+		t.Fatalf("a stream opened after its connection was lost: %v", err)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Fatalf("the handler ran %d times, want 2", n)
+	}
+}
+
+// TestRetryBounded: with its one server gone for good, a call fails after
+// a bounded number of attempts, and one with a deadline not past it.
+func TestRetryBounded(t *testing.T) {
+	ss := startServers(t, 1)
+	c := dial(t, addrs(ss), nil)
+	whoCounts(t, c, 1, 1)
+	ss[0].shutdown(t)
+	start := time.Now()
+	_, err := call(context.Background(), c, "T.Who")
+	if el := time.Since(start); status.FromError(err).Code != status.Unavailable || el > 3*time.Second {
+		t.Fatalf("call to a server gone: %v after %v, want Unavailable within 3 s", err, el)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = call(ctx, c, "T.Who")
+	if el := time.Since(start); err == nil || el > 200*time.Millisecond {
+		t.Fatalf("call with a 120 ms deadline to a server gone: %v after %v", err, el)
+	}
+	t.Logf("with a deadline: %v", err)
+}

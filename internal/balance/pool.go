@@ -58,7 +58,8 @@ type Pool struct {
 	resolvedAt time.Time
 	stale      bool // a connection was lost: resolve again
 	resolveErr error
-	gone       []*Endpoint // dropped by a resolution, closed by Close
+	gone       []*Endpoint     // dropped by a resolution, closed by Close
+	pure       map[string]bool // the methods free of side effects, as last fetched
 
 	ctx    context.Context // ends at Close, for background resolutions
 	cancel context.CancelFunc

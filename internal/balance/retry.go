@@ -25,7 +25,7 @@ const (
 )
 
 // MaxAttempts bounds the attempts of one call.
-const MaxAttempts = 8
+const MaxAttempts = 6
 
 // maxWait bounds the wait before one retry.
 const maxWait = time.Second
@@ -48,18 +48,19 @@ func ConnLost(err error) bool {
 
 // Retry carries one call from attempt to attempt.
 type Retry struct {
-	Pool *Pool
-	last *Endpoint
-	n    int  // failed attempts
-	pure bool // an attempt may have run: retry only a method free of side effects
+	Pool   *Pool
+	Method string
+	last   *Endpoint
+	n      int  // failed attempts
+	pure   bool // an attempt may have run: retry only a method free of side effects
 }
 
 // Session picks a server for the next attempt (another than the last, if
 // there is one) and returns its connection. After an attempt that may have
-// run, it asks that server, through fetch, whether method is free of side
+// run, it asks that server, through fetch, whether r.Method is free of side
 // effects, and gives up with v Final and an error for which NotPure is
 // true if it is not or cannot tell.
-func (r *Retry) Session(ctx context.Context, method string, fetch func(context.Context, *mux.Session) (map[string]bool, error)) (*Endpoint, *mux.Session, Verdict, error) {
+func (r *Retry) Session(ctx context.Context, fetch func(context.Context, *mux.Session) (map[string]bool, error)) (*Endpoint, *mux.Session, Verdict, error) {
 	e, err := r.Pool.Pick(ctx, r.last)
 	if err != nil {
 		return nil, nil, Final, err
@@ -67,10 +68,14 @@ func (r *Retry) Session(ctx context.Context, method string, fetch func(context.C
 	r.last = e
 	s, err := e.Session(ctx)
 	if err != nil {
-		return nil, nil, r.sessionVerdict(err), err
+		v := r.sessionVerdict(err)
+		if _, known := r.Pool.knownPure(r.Method); r.pure && !known {
+			v = Final // no server to ask whether it may run again: no outage waited out for that
+		}
+		return nil, nil, v, err
 	}
 	if r.pure && fetch != nil {
-		if ok, _ := e.isPure(ctx, s, method, fetch); !ok {
+		if ok, _ := e.isPure(ctx, s, r.Method, fetch); !ok {
 			return nil, nil, Final, errNotPure
 		}
 	}
@@ -118,18 +123,26 @@ func (e *Endpoint) isPure(ctx context.Context, s *mux.Session, method string, fe
 		e.mu.Lock()
 		e.pureOf, e.pure = s, pure
 		e.mu.Unlock()
+		e.p.mu.Lock()
+		e.p.pure = pure
+		e.p.mu.Unlock()
 	}
 	return pure[method], nil
 }
 
-// Next reports whether to make another attempt after one that failed as v,
-// after waiting: nothing before the first retry, then the client's minimum
-// backoff, doubling up to its maximum backoff or 1 s. It gives up after MaxAttempts attempts, when
-// ctx ends, or when the wait would outlast ctx's deadline; *err then says
-// that the deadline left no time to retry.
+// Next reports whether to make another attempt after one that failed as v
+// (after one that may have run, not if the servers last said that r.Method
+// has side effects), after waiting: nothing before the first retry, then
+// the client's minimum backoff, doubling up to its maximum backoff or 1 s.
+// It gives up after MaxAttempts attempts, when ctx ends (*err then says
+// so), or when the wait would outlast ctx's deadline (*err, the attempt's,
+// then says that no time was left).
 func (r *Retry) Next(ctx context.Context, v Verdict, err *error) bool {
 	if v == Final || ctx.Err() != nil {
 		return false
+	}
+	if pure, known := r.Pool.knownPure(r.Method); v == MayHaveRun && known && !pure {
+		return false // as the servers last said
 	}
 	r.n++
 	if r.n >= MaxAttempts {
@@ -143,7 +156,9 @@ func (r *Retry) Next(ctx context.Context, v Verdict, err *error) bool {
 		wait = min(r.Pool.cfg.MinBackoff<<(r.n-2), r.Pool.cfg.MaxBackoff, maxWait)
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
-		*err = &status.Error{Code: status.DeadlineExceeded, Message: "deadline too near to retry: " + (*err).Error(), Cause: *err}
+		if se, ok := (*err).(*status.Error); ok {
+			*err = &status.Error{Code: se.Code, Message: se.Message + " (no time left to retry before the deadline)", Details: se.Details, Cause: se.Cause}
+		}
 		return false
 	}
 	if wait == 0 {
@@ -162,4 +177,12 @@ func (r *Retry) Next(ctx context.Context, v Verdict, err *error) bool {
 		*err = &status.Error{Code: code, Message: ctx.Err().Error() + " while waiting to retry: " + (*err).Error(), Cause: *err}
 		return false
 	}
+}
+
+// knownPure reports whether method is free of side effects as the last list
+// fetched from one of p's servers says, and whether there was one.
+func (p *Pool) knownPure(method string) (pure, known bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pure[method], p.pure != nil
 }
