@@ -71,7 +71,7 @@ type ClientOptions struct {
 	MaxSharedBytes  int64
 	// Balancer chooses the server of each call when there are several:
 	// "round_robin" (the default: each in turn) or "least_outstanding"
-	// (the one with the fewest unary calls in flight).
+	// (the one with the fewest calls in flight, a stream until it ends).
 	Balancer string
 }
 

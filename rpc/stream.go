@@ -285,7 +285,8 @@ type ClientStream[Req, Resp any] struct {
 	st     *mux.Stream
 	stop   func() bool // stops the context watcher
 	sess   *mux.Session
-	ended  bool // end ran; protected by mu
+	ep     *balance.Endpoint // its server, counting the call until end
+	ended  bool              // end ran; protected by mu
 	o      callOptions
 	// sendClosed is set by CloseSend: a later Send is the caller's
 	// mistake, reported as such even if the call has ended meanwhile.
@@ -318,10 +319,12 @@ func NewStream[Req, Resp any](ctx context.Context, c *Client, method string, opt
 		var err error
 		r := balance.Retry{Pool: c.pool, Method: method}
 		for {
-			_, s, v, serr := r.Session(ctx, nil)
+			e, s, v, serr := r.Session(ctx, nil)
 			if err = serr; err == nil {
 				cs.st, err = s.Open(ctx, mux.Call{Method: method, Codec: cs.cd.ID(), Timeout: timeout, Metadata: cs.o.md.pairs()})
 				if err == nil {
+					cs.ep = e
+					e.Begin()
 					break
 				}
 				v, err = retryable(drained(err) || isConnErr(err)), callError(err)
@@ -514,6 +517,7 @@ func (cs *ClientStream[Req, Resp]) end(err error) error {
 		cs.stop()
 		cs.st.Close()
 		cs.sess.ReleaseReader()
+		cs.ep.End()
 	}
 	return err
 }

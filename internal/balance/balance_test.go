@@ -3,6 +3,8 @@ package balance_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -16,6 +18,9 @@ import (
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
 )
+
+// quiet servers log nothing.
+var quiet = &rpc.ServerOptions{Logger: slog.New(slog.DiscardHandler)}
 
 // server is one in-process server, restartable on its address.
 type server struct {
@@ -65,7 +70,7 @@ func (s *server) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, s.port, _ = net.SplitHostPort(l.Addr().String())
-	srv := rpc.NewServer(nil)
+	srv := rpc.NewServer(quiet)
 	id := []byte(strconv.Itoa(s.id))
 	rpc.HandleRaw(srv, "T.Who", func(ctx context.Context, req []byte) ([]byte, error) { return id, nil })
 	rpc.HandleRaw(srv, "T.Inc", func(ctx context.Context, req []byte) ([]byte, error) {
@@ -81,7 +86,17 @@ func (s *server) start(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})
-	s.srv, s.done = srv, make(chan error, 1)
+	rpc.HandleBidiStream(srv, "T.WhoStream", func(ctx context.Context, st *rpc.Stream[msg, msg]) error {
+		for {
+			if _, err := st.Recv(); err != nil {
+				return nil
+			}
+			if err := st.Send(&msg{ID: s.id}); err != nil {
+				return err
+			}
+		}
+	})
+		s.srv, s.done = srv, make(chan error, 1)
 	go func() { s.done <- srv.Serve(l) }()
 }
 
@@ -347,7 +362,7 @@ func TestMayHaveRun(t *testing.T) {
 			}
 			d := new(cutter)
 			var runs atomic.Int64
-			srv := rpc.NewServer(nil)
+			srv := rpc.NewServer(quiet)
 			var opts []rpc.MethodOption
 			if pure {
 				opts = append(opts, rpc.WithNoSideEffects())
@@ -477,7 +492,7 @@ func TestStreamOpenRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rpc.NewServer(nil)
+	srv := rpc.NewServer(quiet)
 	var opened atomic.Int64
 	rpc.HandleBidiStream(srv, "T.Echo", func(ctx context.Context, st *rpc.Stream[msg, msg]) error {
 		opened.Add(1)
@@ -546,4 +561,32 @@ func TestRetryBounded(t *testing.T) {
 		t.Fatalf("call with a 120 ms deadline to a server gone: %v after %v", err, el)
 	}
 	t.Logf("with a deadline: %v", err)
+}
+
+// TestLeastOutstandingStreams: an open stream counts as a call in flight
+// until it ends.
+func TestLeastOutstandingStreams(t *testing.T) {
+	ss := startServers(t, 2)
+	c := dial(t, addrs(ss), &rpc.ClientOptions{Balancer: balance.LeastOutstanding})
+	cs, err := rpc.NewStream[msg, msg](context.Background(), c, "T.WhoStream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Send(&msg{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cs.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := whoCounts(t, c, 6, 2); got[m.ID] != 0 {
+		t.Fatalf("stream open on %d; calls per server %v, want none there", m.ID, got)
+	}
+	cs.CloseSend()
+	if _, err := cs.Recv(); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+	if got := whoCounts(t, c, 6, 2); got[m.ID] != 3 {
+		t.Fatalf("stream ended; calls per server %v, want 3 each", got)
+	}
 }
