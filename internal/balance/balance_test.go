@@ -96,7 +96,7 @@ func (s *server) start(t *testing.T) {
 			}
 		}
 	})
-		s.srv, s.done = srv, make(chan error, 1)
+	s.srv, s.done = srv, make(chan error, 1)
 	go func() { s.done <- srv.Serve(l) }()
 }
 
