@@ -220,7 +220,8 @@ func TestLeastOutstanding(t *testing.T) {
 // and the call it runs finishes.
 func TestGoAwayNoNewCalls(t *testing.T) {
 	ss := startServers(t, 3)
-	c := dial(t, addrs(ss), nil)
+	w := &counting{written: map[string]*atomic.Int64{}}
+	c := dial(t, addrs(ss), &rpc.ClientOptions{Dialer: w.dial})
 	whoCounts(t, c, 3, 3) // a connection to each
 	id, res := hold(t, c, ss[0].held)
 	down := make(chan struct{})
@@ -229,7 +230,8 @@ func TestGoAwayNoNewCalls(t *testing.T) {
 		close(down)
 	}()
 	// Wait for the drain to reach the client: the server refuses new
-	// connections as soon as it starts.
+	// connections as soon as it starts, and the held call's reader reads
+	// the GOAWAY and answers the PING after it at once.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(ss[id].addr(), "tcp://"))
@@ -242,9 +244,14 @@ func TestGoAwayNoNewCalls(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	time.Sleep(200 * time.Millisecond)
+	before := w.bytes(ss[id].addr())
 	got := whoCounts(t, c, 30, 3)
-	if got[id] != 0 {
+	if got[id] != 0 || got[0]+got[1]+got[2] != 30 {
 		t.Fatalf("calls per server %v: the draining server %d got calls", got, id)
+	}
+	if after := w.bytes(ss[id].addr()); after != before {
+		t.Fatalf("%d bytes written to the draining server during the calls", after-before)
 	}
 	select {
 	case <-down:
@@ -256,6 +263,43 @@ func TestGoAwayNoNewCalls(t *testing.T) {
 		t.Fatalf("the call in flight on the draining server: %v", err)
 	}
 	<-down
+}
+
+// counting dials tcp and counts the bytes written to each address.
+type counting struct {
+	mu      sync.Mutex
+	written map[string]*atomic.Int64
+}
+
+type countConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (w *counting) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	conn, err := nd.DialContext(ctx, "tcp", strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written[addr] == nil {
+		w.written[addr] = new(atomic.Int64)
+	}
+	return countConn{conn, w.written[addr]}, nil
+}
+
+func (w *counting) bytes(addr string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written[addr].Load()
 }
 
 // TestRollingRestart: callers make calls while each server in turn drains,
