@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/balance"
+	"github.com/warrenipc/warren/internal/testutil"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -632,5 +633,36 @@ func TestLeastOutstandingStreams(t *testing.T) {
 	}
 	if got := whoCounts(t, c, 6, 2); got[m.ID] != 3 {
 		t.Fatalf("stream ended; calls per server %v, want 3 each", got)
+	}
+}
+
+// TestDNSTLS: with a TLS configuration, dns:/// dials tls:// and checks the
+// certificate against the name, not the address it resolved to.
+func TestDNSTLS(t *testing.T) {
+	serverTLS, clientTLS := testutil.TLSConfigs(t) // valid for localhost and 127.0.0.1
+	l, err := transport.Listen("tls://127.0.0.2:0", &transport.ListenConfig{TLS: serverTLS})
+	if err != nil {
+		t.Skipf("no 127.0.0.2: %v", err)
+	}
+	srv := rpc.NewServer(quiet)
+	rpc.HandleRaw(srv, "T.Who", func(ctx context.Context, req []byte) ([]byte, error) { return []byte("0"), nil })
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	defer func() {
+		srv.Close()
+		<-done
+	}()
+	old := balance.LookupHost
+	balance.LookupHost = func(ctx context.Context, host string) ([]string, error) { return []string{"127.0.0.2"}, nil }
+	defer func() { balance.LookupHost = old }()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	c := dial(t, "dns:///localhost:"+port, &rpc.ClientOptions{Dial: &transport.DialConfig{TLS: clientTLS}})
+	if _, err := call(context.Background(), c, "T.Who"); err != nil {
+		t.Fatalf("tls through dns:///localhost: %v", err)
+	}
+	// The certificate is not valid for 127.0.0.2 itself.
+	c2 := dial(t, "tls://127.0.0.2:"+port, &rpc.ClientOptions{Dial: &transport.DialConfig{TLS: clientTLS}})
+	if _, err := call(context.Background(), c2, "T.Who"); err == nil {
+		t.Fatal("tls://127.0.0.2 verified a certificate without that address")
 	}
 }

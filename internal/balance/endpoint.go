@@ -2,7 +2,6 @@ package balance
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -43,8 +42,6 @@ func newEndpoint(p *Pool, addr, serverName string) *Endpoint {
 		d.TLS = d.TLS.Clone()
 		d.TLS.ServerName = serverName
 		e.dial = &d
-	} else if serverName != "" && e.dial == nil && p.cfg.Scheme == transport.SchemeTLS {
-		e.dial = &transport.DialConfig{TLS: &tls.Config{ServerName: serverName}}
 	}
 	return e
 }

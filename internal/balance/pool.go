@@ -37,8 +37,9 @@ type Config struct {
 	// LeastOutstanding picks the server with the fewest calls in flight;
 	// otherwise servers take turns.
 	LeastOutstanding bool
-	// Scheme is that of resolved addresses: tcp, or tls when Dial has a
-	// TLS configuration.
+	// Scheme is that of resolved addresses; "" means tcp, or tls when Dial
+	// has a TLS configuration (its ServerName, if empty, then the name
+	// resolved).
 	Scheme string
 	// Refresh is how often a DNS name is resolved again; 0 means 30 s.
 	Refresh time.Duration
@@ -114,7 +115,7 @@ func (p *Pool) Pick(ctx context.Context, avoid *Endpoint) (*Endpoint, error) {
 	var best *Endpoint
 	bestRank, bestCalls := 0, int64(0)
 	n := len(eps)
-	start := int(p.rr.Add(1)-1) % n
+	start := int((p.rr.Add(1) - 1) % uint32(n))
 	for i := range n {
 		e := eps[(start+i)%n]
 		r := e.rank(now)
