@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type server struct {
 	port   string
 	srv    *rpc.Server
 	done   chan error
+	loop   bool          // the event-loop engine
 	runs   *atomic.Int64 // executions of T.Inc, over every instance
 	held   chan int      // T.Hold entered: the server's id
 	free   chan struct{} // closed to end the calls to T.Hold
@@ -40,10 +42,17 @@ func (s *server) addr() string { return "tcp://" + net.JoinHostPort(s.hostIP, s.
 // startServers starts n servers on 127.0.0.1.
 func startServers(t *testing.T, n int) []*server {
 	t.Helper()
+	return startServersMode(t, n, false)
+}
+
+// startServersMode starts n servers on 127.0.0.1, on the event loop if
+// loop.
+func startServersMode(t *testing.T, n int, loop bool) []*server {
+	t.Helper()
 	held, free := make(chan int, 64), make(chan struct{})
 	var ss []*server
 	for i := range n {
-		s := &server{id: i, hostIP: "127.0.0.1", runs: new(atomic.Int64), held: held, free: free}
+		s := &server{id: i, hostIP: "127.0.0.1", loop: loop, runs: new(atomic.Int64), held: held, free: free}
 		s.start(t)
 		ss = append(ss, s)
 	}
@@ -71,7 +80,7 @@ func (s *server) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, s.port, _ = net.SplitHostPort(l.Addr().String())
-	srv := rpc.NewServer(quiet)
+	srv := rpc.NewServer(&rpc.ServerOptions{Logger: quiet.Logger, EventLoop: s.loop})
 	id := []byte(strconv.Itoa(s.id))
 	rpc.HandleRaw(srv, "T.Who", func(ctx context.Context, req []byte) ([]byte, error) { return id, nil })
 	rpc.HandleRaw(srv, "T.Inc", func(ctx context.Context, req []byte) ([]byte, error) {
@@ -307,13 +316,16 @@ func (w *counting) bytes(addr string) int64 {
 // stops and starts again on its address, twice; every call succeeds and
 // each ran once.
 func TestRollingRestart(t *testing.T) {
-	for _, single := range []bool{false, true} {
-		t.Run("single="+strconv.FormatBool(single), func(t *testing.T) {
-			n := 3
-			if single {
-				n = 1
+	for _, tc := range []struct {
+		name string
+		n    int
+		loop bool
+	}{{"3-servers", 3, false}, {"1-server", 1, false}, {"3-servers-eventloop", 3, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.loop && runtime.GOOS != "linux" {
+				t.Skip("the event loop is Linux only")
 			}
-			ss := startServers(t, n)
+			ss := startServersMode(t, tc.n, tc.loop)
 			c := dial(t, addrs(ss), nil)
 			stop := make(chan struct{})
 			var ok, failed atomic.Int64
