@@ -25,5 +25,15 @@ func TestClientTargets(t *testing.T) {
 	}
 	wantFail(t, "bad entry", runCmd(t, nil, "", "call", a.addr+",bogus://x", "Counter.List"), 1, `bad address "bogus://x"`)
 	wantFail(t, "empty entry", runCmd(t, nil, "", "call", a.addr+",", "Counter.List"), 1, "entry 2 is empty")
+	// dns:///localhost:PORT resolves with the system's resolver: 127.0.0.1,
+	// and ::1 where nothing listens, which a call skips.
+	tcp, u := serveTCP(t)
+	token := u[strings.Index(u, "?token=")+len("?token="):]
+	_, port, _ := strings.Cut(strings.TrimPrefix(tcp.addr, "tcp://"), ":")
+	for range 3 {
+		if r := runCmd(t, nil, "", "call", "--token", token, "dns:///localhost:"+port, "Counter.List"); r.code != 0 {
+			t.Fatalf("call dns:///localhost:%s: %s", port, r)
+		}
+	}
 	wantFail(t, "dns without port", runCmd(t, nil, "", "ping", "dns:///localhost"), 1, "dns:///HOST:PORT")
 }
