@@ -59,7 +59,7 @@ type Retry struct {
 // there is one) and returns its connection. After an attempt that may have
 // run, it asks that server, through fetch, whether r.Method is free of side
 // effects, and gives up with v Final and an error for which NotPure is
-// true if it is not or cannot tell.
+// true if it is not, or if no server can be reached to tell.
 func (r *Retry) Session(ctx context.Context, fetch func(context.Context, *mux.Session) (map[string]bool, error)) (*Endpoint, *mux.Session, Verdict, error) {
 	e, err := r.Pool.Pick(ctx, r.last)
 	if err != nil {
@@ -68,11 +68,12 @@ func (r *Retry) Session(ctx context.Context, fetch func(context.Context, *mux.Se
 	r.last = e
 	s, err := e.Session(ctx)
 	if err != nil {
-		v := r.sessionVerdict(err)
 		if _, known := r.Pool.knownPure(r.Method); r.pure && !known {
-			v = Final // no server to ask whether it may run again: no outage waited out for that
+			// No server to ask whether the call may run again: no outage
+			// is waited out for that.
+			return nil, nil, Final, errNotPure
 		}
-		return nil, nil, v, err
+		return nil, nil, r.sessionVerdict(err), err
 	}
 	if r.pure && fetch != nil {
 		if ok, _ := e.isPure(ctx, s, r.Method, fetch); !ok {
