@@ -21,6 +21,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +75,8 @@ type instruments struct {
 	duration metric.Float64Histogram
 	reqSize  metric.Int64Histogram
 	respSize metric.Int64Histogram
+	shapes   sync.Map // shapeKey -> *shape
+	nshapes  atomic.Int64
 }
 
 func newInstruments(side string, kind trace.SpanKind, opts []Option) *instruments {
@@ -112,15 +115,15 @@ func newInstruments(side string, kind trace.SpanKind, opts []Option) *instrument
 func ServerInterceptors(opts ...Option) (rpc.UnaryServerInterceptor, rpc.StreamServerInterceptor) {
 	in := newInstruments("server", trace.SpanKindServer, opts)
 	unary := func(ctx context.Context, req any, info *rpc.CallInfo, next rpc.UnaryHandler) (any, error) {
-		ctx, span, attrs, start := in.startServer(ctx, info.Method)
+		ctx, span, sh, start := in.startServer(ctx, info.Method)
 		resp, err := next(ctx, req)
-		in.end(ctx, span, attrs, start, err, req, resp)
+		in.end(ctx, span, sh, start, err, req, resp)
 		return resp, err
 	}
 	stream := func(ctx context.Context, info *rpc.CallInfo, next func(ctx context.Context) error) error {
-		ctx, span, attrs, start := in.startServer(ctx, info.Method)
+		ctx, span, sh, start := in.startServer(ctx, info.Method)
 		err := next(ctx)
-		in.end(ctx, span, attrs, start, err, nil, nil)
+		in.end(ctx, span, sh, start, err, nil, nil)
 		return err
 	}
 	return unary, stream
@@ -146,17 +149,17 @@ func ClientInterceptors(addr string, opts ...Option) (rpc.UnaryClientInterceptor
 	in := newInstruments("client", trace.SpanKindClient, opts)
 	base := clientAttrs(addr)
 	unary := func(ctx context.Context, method string, req, resp any, next rpc.UnaryInvoker, copts ...rpc.CallOption) error {
-		ctx, span, attrs, start := in.start(ctx, method, "warren", base)
+		ctx, span, sh, start := in.start(ctx, shapeKey{method: method, system: "warren"}, base)
 		err := next(ctx, method, req, resp, in.inject(ctx, copts)...)
-		in.end(ctx, span, attrs, start, err, req, resp)
+		in.end(ctx, span, sh, start, err, req, resp)
 		return err
 	}
 	stream := func(ctx context.Context, method string, copts []rpc.CallOption, open func(ctx context.Context, opts ...rpc.CallOption) error) error {
-		ctx, span, attrs, start := in.start(ctx, method, "warren", base)
+		ctx, span, sh, start := in.start(ctx, shapeKey{method: method, system: "warren"}, base)
 		var ended atomic.Bool
 		end := func(err error) {
 			if !ended.Swap(true) {
-				in.end(ctx, span, attrs, start, err, nil, nil)
+				in.end(ctx, span, sh, start, err, nil, nil)
 			}
 		}
 		copts = append(in.inject(ctx, copts), callhook.StreamEnd(end).(rpc.CallOption))
@@ -184,54 +187,116 @@ func Dial(addr string, o *rpc.ClientOptions, opts ...Option) (*rpc.Client, error
 
 // startServer continues the caller's trace, if it sent one, and starts the
 // server's span.
-func (in *instruments) startServer(ctx context.Context, method string) (context.Context, trace.Span, []attribute.KeyValue, time.Time) {
+func (in *instruments) startServer(ctx context.Context, method string) (context.Context, trace.Span, *shape, time.Time) {
 	ctx = in.prop.Extract(ctx, carrier(rpc.IncomingMetadata(ctx)))
-	system := "warren"
+	k := shapeKey{method: method, system: "warren"}
 	if p, ok := ctx.Value(callhook.ProtocolKey{}).(callhook.Protocol); ok {
-		system = p.System()
+		k.system = p.System()
 	}
-	var base []attribute.KeyValue
 	if p, ok := peer.FromContext(ctx); ok {
-		base = netAttrs(p.Network, p.LocalAddr)
+		k.network = p.Network
+		if p.LocalAddr != nil {
+			k.local = p.LocalAddr.String()
+		}
 	}
-	return in.start(ctx, method, system, base)
+	return in.start(ctx, k, nil)
 }
 
-func (in *instruments) start(ctx context.Context, method, system string, base []attribute.KeyValue) (context.Context, trace.Span, []attribute.KeyValue, time.Time) {
-	service, name := method, method
-	if i := strings.LastIndexByte(method, '.'); i >= 0 {
-		service, name = method[:i], method[i+1:]
+// start starts a call's span. base are the network attributes of a
+// client (nil on a server: they come from k).
+func (in *instruments) start(ctx context.Context, k shapeKey, base []attribute.KeyValue) (context.Context, trace.Span, *shape, time.Time) {
+	sh := in.shape(k, base)
+	ctx, span := in.tracer.Start(ctx, sh.name, sh.startOpts...)
+	return ctx, span, sh, time.Now()
+}
+
+// shapeKey identifies the calls that share their attributes.
+type shapeKey struct {
+	method, system string
+	network, local string // a server's end of the connection
+}
+
+// shape is what the calls of one shapeKey share: the span's name and
+// attributes, and the metrics' attribute sets by status code.
+type shape struct {
+	name      string
+	attrs     []attribute.KeyValue
+	startOpts []trace.SpanStartOption
+	connect   bool // rpc.system is connect_rpc
+	byCode    [status.Unauthenticated + 1]atomic.Pointer[metric.MeasurementOption]
+}
+
+// maxShapes bounds the shapes kept; calls of others build theirs each time.
+const maxShapes = 4096
+
+func (in *instruments) shape(k shapeKey, base []attribute.KeyValue) *shape {
+	if sh, ok := in.shapes.Load(k); ok {
+		return sh.(*shape)
 	}
-	attrs := make([]attribute.KeyValue, 0, len(base)+4)
-	attrs = append(attrs, semconv.RPCSystemKey.String(system), semconv.RPCService(service), semconv.RPCMethod(name))
-	attrs = append(attrs, base...)
-	ctx, span := in.tracer.Start(ctx, service+"/"+name, trace.WithSpanKind(in.kind), trace.WithAttributes(attrs...))
-	return ctx, span, attrs, time.Now()
+	service, name := k.method, k.method
+	if i := strings.LastIndexByte(k.method, '.'); i >= 0 {
+		service, name = k.method[:i], k.method[i+1:]
+	}
+	if base == nil && k.network != "" {
+		base = netAttrs(k.network, k.local)
+	}
+	sh := &shape{name: service + "/" + name, connect: k.system == "connect_rpc"}
+	sh.attrs = append([]attribute.KeyValue{semconv.RPCSystemKey.String(k.system), semconv.RPCService(service), semconv.RPCMethod(name)}, base...)
+	sh.startOpts = []trace.SpanStartOption{trace.WithSpanKind(in.kind), trace.WithAttributes(sh.attrs...)}
+	if in.nshapes.Add(1) <= maxShapes {
+		v, _ := in.shapes.LoadOrStore(k, sh)
+		return v.(*shape)
+	}
+	return sh
+}
+
+// codeAttr is the status code attribute, nil for a Connect call's success
+// (the convention names only errors).
+func (sh *shape) codeAttr(code status.Code) (attribute.KeyValue, bool) {
+	if sh.connect {
+		return attribute.String("rpc.connect_rpc.error_code", code.String()), code != status.OK
+	}
+	return semconv.RPCGRPCStatusCodeKey.Int(int(code)), true
+}
+
+// metricOpt is the metrics' attribute set for a call that ended with code.
+func (sh *shape) metricOpt(code status.Code) metric.MeasurementOption {
+	var slot *atomic.Pointer[metric.MeasurementOption]
+	if int(code) < len(sh.byCode) {
+		slot = &sh.byCode[code]
+		if o := slot.Load(); o != nil {
+			return *o
+		}
+	}
+	attrs := sh.attrs
+	if a, ok := sh.codeAttr(code); ok {
+		attrs = append(attrs[:len(attrs):len(attrs)], a)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	if slot != nil {
+		slot.Store(&o)
+	}
+	return o
 }
 
 // end ends a call's span with its status and records its metrics; req and
 // resp are its messages, nil for a stream.
-func (in *instruments) end(ctx context.Context, span trace.Span, attrs []attribute.KeyValue, start time.Time, err error, req, resp any) {
+func (in *instruments) end(ctx context.Context, span trace.Span, sh *shape, start time.Time, err error, req, resp any) {
 	elapsed := float64(time.Since(start)) / float64(time.Millisecond)
 	code := status.OK
 	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: a client stream's success
 		code = status.CodeOf(err)
 	}
-	var codeAttr attribute.KeyValue
-	if attrs[0].Value.AsString() == "connect_rpc" {
-		codeAttr = attribute.String("rpc.connect_rpc.error_code", code.String())
-	} else {
-		codeAttr = semconv.RPCGRPCStatusCodeKey.Int(int(code))
-	}
-	if code != status.OK || attrs[0].Value.AsString() != "connect_rpc" {
-		span.SetAttributes(codeAttr)
-		attrs = append(attrs, codeAttr)
-	}
-	if code != status.OK && (in.kind == trace.SpanKindClient || serverFault(code)) {
-		span.SetStatus(codes.Error, status.FromError(err).Message)
+	if span.IsRecording() {
+		if a, ok := sh.codeAttr(code); ok {
+			span.SetAttributes(a)
+		}
+		if code != status.OK && (in.kind == trace.SpanKindClient || serverFault(code)) {
+			span.SetStatus(codes.Error, status.FromError(err).Message)
+		}
 	}
 	span.End()
-	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	set := sh.metricOpt(code)
 	in.duration.Record(ctx, elapsed, set)
 	if n, ok := size(req); ok {
 		in.reqSize.Record(ctx, int64(n), set)
@@ -290,18 +355,18 @@ func clientAttrs(addr string) []attribute.KeyValue {
 }
 
 // netAttrs are the network attributes of a server's end of a connection.
-func netAttrs(network string, local net.Addr) []attribute.KeyValue {
+func netAttrs(network, local string) []attribute.KeyValue {
 	if network == "unix" {
 		attrs := []attribute.KeyValue{semconv.NetworkTransportUnix}
-		if local != nil && local.String() != "" {
-			attrs = append(attrs, semconv.ServerAddress(local.String()))
+		if local != "" {
+			attrs = append(attrs, semconv.ServerAddress(local))
 		}
 		return attrs
 	}
-	if local == nil {
+	if local == "" {
 		return []attribute.KeyValue{semconv.NetworkTransportTCP}
 	}
-	return hostPort(local.String())
+	return hostPort(local)
 }
 
 func hostPort(hp string) []attribute.KeyValue {
