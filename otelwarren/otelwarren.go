@@ -116,12 +116,14 @@ func ServerInterceptors(opts ...Option) (rpc.UnaryServerInterceptor, rpc.StreamS
 	in := newInstruments("server", trace.SpanKindServer, opts)
 	unary := func(ctx context.Context, req any, info *rpc.CallInfo, next rpc.UnaryHandler) (any, error) {
 		ctx, span, sh, start := in.startServer(ctx, info.Method)
+		defer in.endPanic(ctx, span, sh, start)
 		resp, err := next(ctx, req)
 		in.end(ctx, span, sh, start, err, req, resp)
 		return resp, err
 	}
 	stream := func(ctx context.Context, info *rpc.CallInfo, next func(ctx context.Context) error) error {
 		ctx, span, sh, start := in.startServer(ctx, info.Method)
+		defer in.endPanic(ctx, span, sh, start)
 		err := next(ctx)
 		in.end(ctx, span, sh, start, err, nil, nil)
 		return err
@@ -303,6 +305,15 @@ func (in *instruments) end(ctx context.Context, span trace.Span, sh *shape, star
 	}
 	if n, ok := size(resp); ok && code == status.OK {
 		in.respSize.Record(ctx, int64(n), set)
+	}
+}
+
+// endPanic ends the span of a handler that panicked as Internal (as the
+// server answers), and panics on.
+func (in *instruments) endPanic(ctx context.Context, span trace.Span, sh *shape, start time.Time) {
+	if r := recover(); r != nil {
+		in.end(ctx, span, sh, start, status.New(status.Internal, "the handler panicked"), nil, nil)
+		panic(r)
 	}
 }
 

@@ -3,6 +3,7 @@ package otelwarren_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -51,7 +52,7 @@ func newEnv(t *testing.T) *env {
 			otelwarren.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))),
 			otelwarren.WithPropagators(w3c)}
 	}
-	e.srv = rpc.NewServer(otelwarren.Server(&rpc.ServerOptions{Bridge: grpcbridge.New()}, opts(e.srvM)...))
+	e.srv = rpc.NewServer(otelwarren.Server(&rpc.ServerOptions{Bridge: grpcbridge.New(), Logger: slog.New(slog.DiscardHandler)}, opts(e.srvM)...))
 	store := counter.New()
 	t.Cleanup(store.Shutdown)
 	methods := counter.File_counter_proto.Services().ByName("Counter").Methods()
@@ -62,6 +63,9 @@ func newEnv(t *testing.T) *env {
 		}
 		if req.Name == "crash" {
 			return nil, status.New(status.Internal, "crashed")
+		}
+		if req.Name == "panic" {
+			panic("the test handler panics")
 		}
 		return &counter.Entry{Name: req.Name, Value: req.Value}, nil
 	}, rpc.WithSchema(methods.ByName("Set")))
@@ -209,7 +213,7 @@ func TestUnaryErrors(t *testing.T) {
 		int64(status.NotFound): {trace.SpanKindClient: codes.Error, trace.SpanKindServer: codes.Unset},
 		int64(status.Internal): {trace.SpanKindClient: codes.Error, trace.SpanKindServer: codes.Error},
 	}
-	for name, code := range map[string]status.Code{"": status.NotFound, "crash": status.Internal} {
+	for name, code := range map[string]status.Code{"": status.NotFound, "crash": status.Internal, "panic": status.Internal} {
 		_, err := rpc.Call[counter.SetRequest, counter.Entry](context.Background(), e.client, "Counter.Set", &counter.SetRequest{Name: name})
 		if status.CodeOf(err) != code {
 			t.Fatalf("Set(%q) = %v, want %v", name, err, code)
@@ -229,8 +233,8 @@ func TestUnaryErrors(t *testing.T) {
 			t.Errorf("%v span of code %d: status %v, want %v", s.SpanKind(), code, s.Status().Code, w)
 		}
 	}
-	if seen != 4 {
-		t.Errorf("%d spans, want 4", seen)
+	if seen != 6 {
+		t.Errorf("%d spans, want 6", seen)
 	}
 	if n := histograms(t, e.srvM)["rpc.server.response.size"].count; n != 0 {
 		t.Errorf("rpc.server.response.size recorded %d failed calls", n)
