@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -394,4 +395,40 @@ func histograms(t *testing.T, r *sdkmetric.ManualReader) map[string]hist {
 		}
 	}
 	return out
+}
+
+// TestTCP: the network attributes of a call over tcp, on both sides.
+func TestTCP(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	opts := []otelwarren.Option{otelwarren.WithTracerProvider(tp), otelwarren.WithPropagators(w3c)}
+	srv := rpc.NewServer(otelwarren.Server(&rpc.ServerOptions{Logger: slog.New(slog.DiscardHandler)}, opts...))
+	rpc.HandleRaw(srv, "Echo.Say", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	l, err := transport.Listen("tcp://127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	c, err := otelwarren.Dial("tcp://"+l.Addr().String(), nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var reply []byte
+	if err := c.Invoke(context.Background(), "Echo.Say", []byte("hi"), &reply); err != nil {
+		t.Fatal(err)
+	}
+	ended := spans.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans, want 2", len(ended))
+	}
+	for _, s := range ended {
+		a := attrs(s)
+		if a["network.transport"].AsString() != "tcp" || a["server.address"].AsString() != "127.0.0.1" ||
+			strconv.FormatInt(a["server.port"].AsInt64(), 10) != port {
+			t.Errorf("%v span: %v, want tcp to 127.0.0.1:%s", s.SpanKind(), a, port)
+		}
+	}
 }
