@@ -2,15 +2,13 @@ package rpc
 
 import (
 	"context"
-	"crypto/subtle"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/metrics"
+	"github.com/warrenipc/warren/internal/tokenauth"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -47,23 +45,6 @@ type TokenAuth struct {
 	Unix bool
 }
 
-// tokenProtocolPrefix starts the WebSocket subprotocol that carries a
-// token: "warren.bearer.TOKEN".
-const tokenProtocolPrefix = "warren.bearer."
-
-// tokenCookie is the name of the cookie that keeps the token in a browser
-// for a server reached at host ("127.0.0.1:7000"): cookies are shared by
-// every port of a host, so the port is part of the name. A browser still
-// sends the cookie to the other ports of that host: a server listening on
-// one of them receives the token.
-func tokenCookie(host string) string {
-	_, port, err := net.SplitHostPort(host)
-	if err != nil {
-		port = ""
-	}
-	return "warren-token-" + port
-}
-
 // tokenInterceptors returns client interceptors that send token as call
 // metadata "authorization: Bearer TOKEN" on every call (ClientOptions.Token).
 func tokenInterceptors(token string) (UnaryClientInterceptor, StreamClientInterceptor) {
@@ -78,16 +59,6 @@ func tokenInterceptors(token string) (UnaryClientInterceptor, StreamClientInterc
 // authedKey marks the context of a call that arrived over an
 // authenticated HTTP request.
 type authedKey struct{}
-
-func (a *TokenAuth) match(v string) bool {
-	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(a.Token)) == 1
-}
-
-// bearer reports whether an "authorization" value is "Bearer TOKEN".
-func (a *TokenAuth) bearer(v string) bool {
-	const p = "bearer "
-	return len(v) > len(p) && strings.EqualFold(v[:len(p)], p) && a.match(strings.TrimSpace(v[len(p):]))
-}
 
 func (a *TokenAuth) exempt(p *peer.Peer) bool {
 	return !a.Unix && p != nil && p.HasCred
@@ -117,7 +88,7 @@ func (a *TokenAuth) allowCall(ctx context.Context) error {
 // bearerIn reports whether md carries "authorization: Bearer TOKEN".
 func (a *TokenAuth) bearerIn(md Metadata) bool {
 	for _, v := range md["authorization"] {
-		if a.bearer(v) {
+		if tokenauth.Bearer(v, a.Token) {
 			return true
 		}
 	}
@@ -176,32 +147,17 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 	if a == nil || a.exempt(p) {
 		return r
 	}
-	ok := false
-	for _, v := range r.Header.Values("Authorization") {
-		ok = ok || a.bearer(v)
-	}
-	if c, err := r.Cookie(tokenCookie(r.Host)); err == nil {
-		ok = ok || a.match(c.Value)
-	}
-	if transport.IsWebSocketUpgrade(r) {
-		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
-			for t := range strings.SplitSeq(v, ",") {
-				if t, found := strings.CutPrefix(strings.TrimSpace(t), tokenProtocolPrefix); found {
-					ok = ok || a.match(t)
-				}
-			}
-		}
-	}
+	ok := tokenauth.InRequest(r, a.Token, transport.IsWebSocketUpgrade(r))
 	q := r.URL.Query()
-	if t := q.Get("token"); t != "" && a.match(t) {
+	if t := q.Get("token"); t != "" && tokenauth.Match(t, a.Token) {
 		ok = true
-		if r.Method == http.MethodGet && !transport.IsWebSocketUpgrade(r) && wantsHTML(r) {
+		if r.Method == http.MethodGet && !transport.IsWebSocketUpgrade(r) && tokenauth.WantsHTML(r) {
 			// Keep it in a cookie and take it out of the address bar and
 			// the history.
 			// HttpOnly: the page's scripts never see it (the browser
 			// sends it with the WebSocket upgrade); Secure over TLS.
 			secure := r.TLS != nil || p != nil && p.TLS != nil
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie(r.Host), Value: a.Token, Path: "/",
+			http.SetCookie(w, &http.Cookie{Name: tokenauth.Cookie(r.Host), Value: a.Token, Path: "/",
 				SameSite: http.SameSiteStrictMode, HttpOnly: true, Secure: secure})
 			q.Del("token")
 			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
@@ -213,7 +169,7 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 	if !ok {
 		s.met.CallRefused(metrics.CallNoToken)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
-		if r.Method == http.MethodGet && wantsHTML(r) && !transport.IsWebSocketUpgrade(r) {
+		if r.Method == http.MethodGet && tokenauth.WantsHTML(r) && !transport.IsWebSocketUpgrade(r) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -225,15 +181,4 @@ func (s *Server) authorizeHTTP(w http.ResponseWriter, r *http.Request, p *peer.P
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), authedKey{}, true))
-}
-
-// wantsHTML reports whether a request asks for a page (a browser's
-// navigation) rather than data.
-func wantsHTML(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "text/html") {
-			return true
-		}
-	}
-	return false
 }

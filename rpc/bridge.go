@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/callhook"
 	"github.com/warrenipc/warren/internal/drain"
 	"github.com/warrenipc/warren/status"
 )
@@ -84,7 +85,7 @@ func (bc *bridgeConn) Admit(m bridgecore.Method, codecID uint8, deadline time.Ti
 	if code != status.OK {
 		return nil, status.New(code, msg)
 	}
-	c := &serverCall{conn: sc, h: hd, codec: cd, parent: parent, deadline: deadline}
+	c := &serverCall{conn: sc, h: hd, codec: cd, parent: parent, deadline: deadline, proto: callhook.ProtocolOf(header.Get("Content-Type"))}
 	c.md = appendRequestMetadata(header)
 	return (*bridgeCall)(c), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/callhook"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -50,6 +51,7 @@ type serverCall struct {
 	// calls), and the stream adapter of a streaming call.
 	parent context.Context
 	hs     bridgecore.Stream
+	proto  callhook.Protocol // the protocol it came in
 
 	mu         sync.Mutex // protects following
 	done       chan struct{}
@@ -107,8 +109,11 @@ func (c *serverCall) Err() error {
 }
 
 func (c *serverCall) Value(key any) any {
-	if _, ok := key.(callKey); ok {
+	switch key.(type) {
+	case callKey:
 		return c
+	case callhook.ProtocolKey:
+		return c.proto
 	}
 	return c.conn.ctx.Value(key)
 }

@@ -188,6 +188,7 @@ type callOptions struct {
 	header  *Metadata
 	trailer *Metadata
 	codec   codec.Codec
+	onEnd   func(error) // callhook.StreamEnd
 
 	files     []*os.File  // WithFiles
 	recvFiles *[]*os.File // ReceiveFiles

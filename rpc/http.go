@@ -14,6 +14,7 @@ import (
 	"github.com/warrenipc/warren/internal/bridgecore"
 	"github.com/warrenipc/warren/internal/console"
 	"github.com/warrenipc/warren/internal/httpbody"
+	"github.com/warrenipc/warren/internal/tokenauth"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -154,7 +155,7 @@ func (h *httpConn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if r.URL.Path == "/" && (h.srv.opts.Page == nil || !wantsHTML(r)) {
+		if r.URL.Path == "/" && (h.srv.opts.Page == nil || !tokenauth.WantsHTML(r)) {
 			// The list of methods: a call of IntrospectionMethod.
 			h.call(w, r, (*h.srv.handlers.Load())[IntrospectionMethod], bridgecore.Encoding{Codec: codec.IDJSON}, bridgecore.EmptyJSON)
 			return

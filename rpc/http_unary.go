@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/callhook"
 	"github.com/warrenipc/warren/internal/httpbody"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -69,7 +70,7 @@ func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, enc
 		fail(status.New(code, msg))
 		return
 	}
-	c := &serverCall{conn: h.sc, h: hd, codec: cd, parent: r.Context()}
+	c := &serverCall{conn: h.sc, h: hd, codec: cd, parent: r.Context(), proto: callhook.Connect}
 	if hasTimeout {
 		c.deadline = time.Now().Add(timeout)
 	}

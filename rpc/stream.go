@@ -13,6 +13,7 @@ import (
 	"github.com/warrenipc/warren/codec"
 	"github.com/warrenipc/warren/internal/balance"
 	"github.com/warrenipc/warren/internal/bridgecore"
+	"github.com/warrenipc/warren/internal/callhook"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -520,8 +521,16 @@ func (cs *ClientStream[Req, Resp]) end(err error) error {
 		cs.st.Close()
 		cs.sess.ReleaseReader()
 		cs.ep.End()
+		if cs.o.onEnd != nil {
+			cs.o.onEnd(err)
+		}
 	}
 	return err
+}
+
+// The option that tells instrumentation of a client stream's end.
+func init() {
+	callhook.StreamEnd = func(fn func(error)) any { return CallOption(func(o *callOptions) { o.onEnd = fn }) }
 }
 
 // Header returns the reply headers, once the first message or the end of

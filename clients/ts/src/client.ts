@@ -74,6 +74,14 @@ export interface ConnectOptions extends SessionOptions {
   tls?: Record<string, unknown>;
 }
 
+/** The trace context to send with each call (otel.ts), set by the Node build. */
+let tracing: (() => Metadata) | undefined;
+
+/** @internal */
+export function setTracing(f: () => Metadata): void {
+  tracing = f;
+}
+
 /** Opens a transport to an address. */
 export type Dialer = (addr: string, opts: ConnectOptions) => Promise<Transport>;
 
@@ -263,7 +271,9 @@ export class Client {
 
   /** @internal */
   metadata(md: MetadataInit | undefined): Metadata | undefined {
-    const own = toPairs(md);
+    let own = toPairs(md);
+    const trace = tracing?.();
+    if (trace?.length) own = [...own, ...trace.filter(([k]) => !own.some(([o]) => o === k))];
     if (this.base.length === 0) return own.length ? own : undefined;
     return own.length ? [...this.base, ...own] : this.base;
   }

@@ -6,12 +6,15 @@ import { lstat } from "node:fs/promises";
 import * as net from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as tls from "node:tls";
-import { connectWith, type Client, type ConnectOptions, type Dialer } from "./client.js";
+import { connectWith, setTracing, type Client, type ConnectOptions, type Dialer } from "./client.js";
+import { loadTracing, traceMetadata } from "./otel.js";
 import type { Transport } from "./session.js";
 import { StatusError } from "./status.js";
 import { dialWebSocket, wsProtocols, type WebSocketConstructor } from "./websocket.js";
 
 export * from "./exports.js";
+
+setTracing(traceMetadata);
 
 /**
  * Connects to a warren server: "unix:///run/app.sock", "unix:rel/path",
@@ -20,7 +23,8 @@ export * from "./exports.js";
  * address `warren serve` listens on without --addr (see defaultAddress),
  * where the server must run as this user.
  */
-export function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
+export async function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
+  await loadTracing();
   return connectWith(dialNode, addr, opts);
 }
 

@@ -10,6 +10,7 @@ from . import _wire as w
 from ._codec import Codec, pick
 from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, CallEnded, Connection, Stream, deadline_error, md_dict
 from ._errors import StatusError
+from ._otel import with_trace
 from ._transport import (
     DEFAULT_ADDRESS,
     SAME_USER,
@@ -323,7 +324,7 @@ class Client:
         deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)
         if conn.closed or conn.goaway is not None or self._closing:
             conn = await self._connection(deadline, timeout)
-        st = await conn.open_stream(method, cd.id, 0, metadata, payload, True, deadline=deadline, timeout=timeout)
+        st = await conn.open_stream(method, cd.id, 0, with_trace(metadata), payload, True, deadline=deadline, timeout=timeout)
         data = await st.recv()
         if data is not None:
             end = await st.recv()
@@ -338,6 +339,8 @@ class Client:
         return Reply(cd.decode(data), md_dict(st.header or []), md_dict(t.metadata) if t is not None else {})
 
     def _opener(self, method: str, cd: Codec, timeout: float | None, metadata: Metadata, payload: bytes | None, end: bool) -> Callable[[], Coroutine[Any, Any, Stream]]:
+        metadata = with_trace(metadata)  # the context of the call's creation
+
         async def opener() -> Stream:
             conn = self._conn
             deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)

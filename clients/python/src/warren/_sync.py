@@ -9,6 +9,7 @@ from typing import Any, Coroutine, Iterable, Iterator, TypeVar, Unpack, overload
 from . import _wire as w
 from ._client import Call, CallOptions, Client, ConnectOptions, Reply, connect
 from ._errors import StatusError
+from ._otel import with_trace
 from ._transport import Address, PeerCred
 
 T = TypeVar("T")
@@ -158,10 +159,12 @@ class SyncClient:
     def call(self, method: str, request: Any = None, **options: Unpack[CallOptions]) -> Any:
         """Calls a unary method and returns its reply; see :meth:`Client.call`
         for the options (metadata, timeout, codec, response_type)."""
+        options["metadata"] = with_trace(options.get("metadata"))  # this thread's context
         return self._run(self._client.call(method, request, **options))
 
     def invoke(self, method: str, request: Any = None, **options: Unpack[CallOptions]) -> Reply[Any]:
         """Like :meth:`call`, with the reply metadata; see :meth:`Client.invoke`."""
+        options["metadata"] = with_trace(options.get("metadata"))  # this thread's context
         return self._run(self._client.invoke(method, request, **options))
 
     def stream(self, method: str, request: Any = None, **options: Unpack[CallOptions]) -> SyncCall:
