@@ -91,9 +91,10 @@ const LargeLimit = 128 << 20
 
 // ByName returns the RPC system called name: one of All, or warren-memfd
 // or warren-shared (warren with shared messages, which run only in the
-// large scenario).
+// large scenario), or warren-shm (warren over shared-memory rings, in the
+// unary and seqrtt scenarios).
 func ByName(name string) (System, error) {
-	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}) {
+	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}, Warren{Ring: true}) {
 		if s.Name() == name {
 			return s, nil
 		}

@@ -25,7 +25,14 @@ import (
 // ("warren-shared") each caller fills a buffer of Client.NewSharedBuffer
 // with its request once and sends that buffer on every call, as the other
 // systems reuse their request, without a copy: warren's zero-copy path.
-type Warren struct{ Memfd, Shared bool }
+//
+// With Ring ("warren-shm") both sides ask for shared-memory rings
+// (wire.Settings.ShmRing, RingSize bytes each way): frames move through
+// a shared memfd instead of the socket.
+type Warren struct{ Memfd, Shared, Ring bool }
+
+// RingSize is warren-shm's ring size, as warren serve --shm-ring's.
+const RingSize = 256 << 10
 
 // SharedThreshold is warren-memfd's rpc SharedThreshold: the default
 // (32 MiB).
@@ -38,11 +45,17 @@ func (w Warren) Name() string {
 	if w.Memfd {
 		return "warren-memfd"
 	}
+	if w.Ring {
+		return "warren-shm"
+	}
 	return "warren"
 }
 
 func (w Warren) settings() (wire.Settings, int) {
 	s := wire.Settings{MaxMessageSize: LargeLimit}
+	if w.Ring {
+		s.ShmRing = RingSize
+	}
 	if !w.Memfd && !w.Shared {
 		return s, 0
 	}

@@ -20,6 +20,11 @@ import (
 // polling, an idle connection sleeps after this and costs no CPU.
 var SpinWindow = 100 * time.Microsecond
 
+// The longest a writer waiting for room sleeps between looks at the
+// ring: a consumer wakes it through the socket only while this side
+// reads the socket.
+const maxRoomSleep = time.Millisecond
+
 // The bytes of the socket once the rings carry the frames.
 const (
 	byteWake  = 'W' // a sleeping side is woken: look at the rings
@@ -39,19 +44,20 @@ type Conn struct {
 	in  *Consumer
 	out *Producer
 
-	rmu, wmu sync.Mutex
-	rwake    chan struct{} // the socket spoke, or a read deadline changed
-	wwake    chan struct{} // the socket spoke, or a write deadline changed
-	rdl, wdl atomic.Int64  // deadlines in Unix nanoseconds; 0: none
+	rmu     sync.Mutex // one Read at a time; protects the following
+	fdsGot  uint64     // descriptor messages read from the socket
+	goneErr error      // why the socket's read ended
+	sbuf    [64]byte
 
-	fdsGot   atomic.Uint64 // descriptor messages read from the socket
-	dead     chan struct{} // closed when the socket's read fails
-	deadErr  error         // why; set before dead is closed
-	gone     atomic.Bool   // dead is closed
-	closing  atomic.Bool
-	closed   chan struct{}
-	pumpDone chan struct{}
-	once     sync.Once
+	wmu   sync.Mutex    // one write at a time
+	wwake chan struct{} // the reader read the socket, or the write deadline changed
+	wdl   atomic.Int64  // write deadline in Unix nanoseconds; 0: none
+	rdl   atomic.Int64  // read deadline, as wdl
+
+	gone    atomic.Bool // the socket's read ended: the peer is gone
+	closing atomic.Bool
+	closed  chan struct{}
+	once    sync.Once
 }
 
 // newConn returns a Conn over mem (MapLen(size) bytes), the client's side
@@ -66,47 +72,11 @@ func newConn(sock net.Conn, uc *net.UnixConn, mem []byte, size int, client bool)
 	if !client {
 		in, out = DirClient, DirServer
 	}
-	c := &Conn{
+	return &Conn{
 		sock: sock, rc: rc, mem: mem,
 		in: NewConsumer(mem, size, in), out: NewProducer(mem, size, out),
-		rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1),
-		dead: make(chan struct{}), closed: make(chan struct{}), pumpDone: make(chan struct{}),
-	}
-	go c.pump()
-	return c, nil
-}
-
-// pump reads the socket: each byte wakes both sides, a byteFiles counts a
-// descriptor message (the *shm.Conn queues its descriptors), and the end
-// of the socket is the end of the connection.
-func (c *Conn) pump() {
-	defer close(c.pumpDone)
-	var buf [64]byte
-	for {
-		n, err := c.sock.Read(buf[:])
-		n = max(n, 0)
-		var files uint64
-		for _, b := range buf[:n] {
-			if b == byteFiles {
-				files++
-			}
-		}
-		if files > 0 {
-			c.fdsGot.Add(files)
-		}
-		if err != nil {
-			c.deadErr = err
-			c.gone.Store(true)
-			close(c.dead)
-		}
-		if n > 0 || err != nil {
-			poke(c.rwake)
-			poke(c.wwake)
-		}
-		if err != nil {
-			return
-		}
-	}
+		wwake: make(chan struct{}, 1), closed: make(chan struct{}),
+	}, nil
 }
 
 func poke(ch chan struct{}) {
@@ -125,22 +95,25 @@ func (c *Conn) kick() {
 	})
 }
 
-// readable reports how many bytes the ring holds that can be read: all
-// of them once the descriptors the producer sent before them are read.
-func (c *Conn) readable() (uint64, error) {
-	n, err := c.in.Avail()
+// readable returns how many bytes the ring holds that can be read: none
+// until the descriptors the producer sent before them are read from the
+// socket (sock then reports that the socket must be read first).
+func (c *Conn) readable() (n uint64, sock bool, err error) {
+	n, err = c.in.Avail()
 	if err != nil || n == 0 {
-		return 0, err
+		return 0, false, err
 	}
-	if c.fdsGot.Load() < c.in.FDSeq() { // loaded after the tail
-		return 0, nil
+	if c.fdsGot < c.in.FDSeq() { // loaded after the tail
+		return 0, true, nil
 	}
-	return n, nil
+	return n, false, nil
 }
 
-// Read copies bytes out of the ring; it spins, then sleeps, while the ring
-// is empty. Once the peer closed the socket, what the ring holds is read,
-// then io.EOF.
+// Read copies bytes out of the ring. While the ring is empty it polls it
+// for SpinWindow, then sleeps in a read of the socket, which the peer's
+// wake-up, its descriptors, its end or the read deadline ends. Once the
+// peer is gone, what the ring holds is read, then the socket's error
+// (io.EOF).
 func (c *Conn) Read(b []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
@@ -150,27 +123,76 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var avail uint64
-	ready := func() (bool, error) {
-		var err error
-		avail, err = c.readable()
-		return avail > 0, err
-	}
-	err := c.wait(ready, c.in.SetSleeping, c.rwake, &c.rdl)
-	if err == errGone {
-		if ok, rerr := ready(); !ok || rerr != nil {
-			return 0, c.deadErr
+	start := time.Time{}
+	for i := 0; ; i++ {
+		avail, sock, err := c.readable()
+		if err != nil {
+			return 0, err
 		}
-		err = nil
+		if avail > 0 {
+			n := c.in.Copy(b, avail)
+			if c.in.ProducerWaiting() {
+				c.kick()
+			}
+			return n, nil
+		}
+		if c.gone.Load() {
+			return 0, c.goneErr
+		}
+		if !sock {
+			if i&15 == 0 {
+				if err := c.stopped(&c.rdl); err != nil {
+					return 0, err
+				}
+				if now := time.Now(); start.IsZero() {
+					start = now
+				}
+				if time.Since(start) <= SpinWindow {
+					runtime.Gosched()
+					continue
+				}
+			} else {
+				runtime.Gosched()
+				continue
+			}
+			c.in.SetSleeping(1)
+			avail, _, err := c.readable()
+			if avail > 0 || err != nil {
+				c.in.SetSleeping(0)
+				continue
+			}
+		}
+		err = c.readSock()
+		c.in.SetSleeping(0)
+		start = time.Time{}
+		if err != nil {
+			return 0, err
+		}
 	}
-	if err != nil {
-		return 0, err
+}
+
+// readSock sleeps in a read of the socket, and counts the descriptor
+// messages it reads (an *shm.Conn queues their descriptors). Its error is
+// that of the deadline or of Close; any other ends the socket (gone).
+func (c *Conn) readSock() error {
+	n, err := c.sock.Read(c.sbuf[:])
+	for _, b := range c.sbuf[:max(n, 0)] {
+		if b == byteFiles {
+			c.fdsGot++
+		}
 	}
-	n := c.in.Copy(b, avail)
-	if c.in.ProducerWaiting() {
-		c.kick()
+	poke(c.wwake)
+	switch {
+	case err == nil:
+		return nil
+	case c.closing.Load():
+		return net.ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return err
 	}
-	return n, nil
+	c.goneErr = err
+	c.gone.Store(true)
+	return nil
 }
 
 // Write copies b into the ring.
@@ -217,20 +239,11 @@ func (c *Conn) write(bufs [][]byte) (int64, error) {
 		return 0, net.ErrClosed
 	}
 	var total int64
-	var room uint64
-	ready := func() (bool, error) {
-		var err error
-		room, err = c.out.Room()
-		return room > 0, err
-	}
 	for len(bufs) > 0 {
 		if c.gone.Load() {
 			return total, errPeerGone
 		}
-		err := c.wait(ready, c.out.SetWaiting, c.wwake, &c.wdl)
-		if err == errGone {
-			err = errPeerGone
-		}
+		room, err := c.waitRoom()
 		if err != nil {
 			return total, err
 		}
@@ -243,73 +256,60 @@ func (c *Conn) write(bufs [][]byte) (int64, error) {
 	return total, nil
 }
 
-var errGone = errors.New("gone")
-
-// wait returns once ready reports true: it polls for SpinWindow, then
-// publishes that it sleeps (flag), looks again, and sleeps until the
-// socket speaks. It returns ready's error, errGone once the socket
-// ended, net.ErrClosed, or os.ErrDeadlineExceeded past the deadline dl.
-func (c *Conn) wait(ready func() (bool, error), flag func(uint32), wake chan struct{}, dl *atomic.Int64) error {
-	if ok, err := ready(); ok || err != nil {
-		return err
-	}
-	start := time.Now()
-	for i := 1; ; i++ {
-		if ok, err := ready(); ok || err != nil {
-			return err
-		}
-		if i&15 == 0 {
-			if err := c.stopped(dl); err != nil {
-				return err
+// waitRoom returns once the ring has room: it polls for SpinWindow, then
+// publishes that it waits and sleeps, woken by this side's reader when
+// the socket speaks, or after a while (the consumer's wake-up lands in
+// the socket, which no one may be reading).
+func (c *Conn) waitRoom() (uint64, error) {
+	start := time.Time{}
+	nap := 20 * time.Microsecond
+	for i := 0; ; i++ {
+		room, err := c.out.Room()
+		if err != nil || room > 0 {
+			if i > 0 {
+				c.out.SetWaiting(0)
 			}
-			if time.Since(start) > SpinWindow {
-				break
-			}
+			return room, err
 		}
-		runtime.Gosched()
-	}
-	for {
-		flag(1)
-		ok, err := ready()
-		if ok || err != nil {
-			flag(0)
-			return err
+		if err := c.stopped(&c.wdl); err != nil {
+			c.out.SetWaiting(0)
+			return 0, err
 		}
-		if err := c.stopped(dl); err != nil {
-			flag(0)
-			return err
+		if start.IsZero() {
+			start = time.Now()
 		}
-		var t *time.Timer
-		var timer <-chan time.Time
-		if d := dl.Load(); d != 0 {
-			t = time.NewTimer(time.Until(time.Unix(0, d)))
-			timer = t.C
-		}
-		select {
-		case <-wake:
-		case <-c.dead:
-		case <-c.closed:
-		case <-timer:
-		}
-		if t != nil {
-			t.Stop()
-		}
-		flag(0)
-		// Awake: poll again for a spin window, as after a call.
-		start = time.Now()
-		for i := 1; ; i++ {
-			if ok, err := ready(); ok || err != nil {
-				return err
-			}
-			if err := c.stopped(dl); err != nil {
-				return err
-			}
-			if time.Since(start) > SpinWindow {
-				break
-			}
+		if time.Since(start) <= SpinWindow {
 			runtime.Gosched()
+			continue
 		}
+		c.out.SetWaiting(1)
+		if room, _ := c.out.Room(); room > 0 {
+			continue
+		}
+		if c.peerGone() {
+			c.gone.Store(true)
+			continue
+		}
+		t := time.NewTimer(nap)
+		select {
+		case <-c.wwake:
+		case <-c.closed:
+		case <-t.C:
+		}
+		t.Stop()
+		nap = min(2*nap, maxRoomSleep)
 	}
+}
+
+// peerGone looks, without reading, for the end of the socket.
+func (c *Conn) peerGone() bool {
+	gone := false
+	c.rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		gone = n == 0 && err == nil
+	})
+	return gone
 }
 
 // stopped returns why a wait must end without the ring being ready.
@@ -317,8 +317,8 @@ func (c *Conn) stopped(dl *atomic.Int64) error {
 	switch {
 	case c.closing.Load():
 		return net.ErrClosed
-	case c.gone.Load():
-		return errGone
+	case dl == &c.wdl && c.gone.Load():
+		return errPeerGone
 	}
 	if d := dl.Load(); d != 0 && time.Now().UnixNano() >= d {
 		return os.ErrDeadlineExceeded
@@ -334,7 +334,6 @@ func (c *Conn) Close() error {
 		c.closing.Store(true)
 		close(c.closed)
 		err = c.sock.Close()
-		<-c.pumpDone
 		c.rmu.Lock()
 		c.wmu.Lock()
 		unix.Munmap(c.mem)
@@ -345,24 +344,23 @@ func (c *Conn) Close() error {
 	return err
 }
 
-func setDL(dl *atomic.Int64, t time.Time, wake chan struct{}) {
-	var v int64
-	if !t.IsZero() {
-		v = max(t.UnixNano(), 1)
+func deadline(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	dl.Store(v)
-	poke(wake)
+	return max(t.UnixNano(), 1)
 }
 
-// SetReadDeadline bounds reads of the ring.
+// SetReadDeadline bounds reads of the ring and of the socket.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	setDL(&c.rdl, t, c.rwake)
-	return nil
+	c.rdl.Store(deadline(t))
+	return c.sock.SetReadDeadline(t)
 }
 
 // SetWriteDeadline bounds writes of the ring and of the socket.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	setDL(&c.wdl, t, c.wwake)
+	c.wdl.Store(deadline(t))
+	poke(c.wwake)
 	return c.sock.SetWriteDeadline(t)
 }
 
