@@ -118,10 +118,11 @@ func NewProducer(mem []byte, size, dir int) *Producer {
 }
 
 // Room loads the consumer's head once and returns how many bytes can be
-// written. A head that goes back or passes the tail is ErrIndex.
+// written. A head that goes back, passes the tail or is more than a ring
+// behind it is ErrIndex.
 func (p *Producer) Room() (uint64, error) {
 	h := atomic.LoadUint64(p.h.u64(offHead))
-	if h < p.head || h > p.tail {
+	if h < p.head || h > p.tail || p.tail-h > p.h.mask+1 {
 		return 0, ErrIndex
 	}
 	p.head = h
