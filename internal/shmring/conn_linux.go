@@ -20,6 +20,17 @@ import (
 // polling, an idle connection sleeps after this and costs no CPU.
 var SpinWindow = 100 * time.Microsecond
 
+// A reader whose polling keeps ending in sleep stops polling: its spin
+// halves each time, and under minSpin it is 0. It then polls for
+// probeSpin only when the peer was awake when this side last wrote (a
+// reply may come before a wake-up could), and on one read in probeEvery:
+// if polling finds bytes, the spin is SpinWindow again.
+const (
+	minSpin    = 5 * time.Microsecond
+	probeSpin  = 50 * time.Microsecond
+	probeEvery = 32
+)
+
 // The longest a writer waiting for room sleeps between looks at the
 // ring: a consumer wakes it through the socket only while this side
 // reads the socket.
@@ -48,6 +59,16 @@ type Conn struct {
 	fdsGot  uint64     // descriptor messages read from the socket
 	goneErr error      // why the socket's read ended
 	sbuf    [64]byte
+	// spin is how long a read polls an empty ring before it sleeps:
+	// SpinWindow at first and whenever polling finds bytes, halved each
+	// time polling ends in sleep (see minSpin). When the two sides
+	// compete for few CPUs with other processes, the peer is often not
+	// running while this side polls: polling then only takes CPU time
+	// the peer needs, and the connection does better sleeping at once.
+	spin  time.Duration
+	reads uint32 // reads while spin is 0, for the probes
+
+	peerAwake atomic.Bool // the peer was not sleeping at this side's last write
 
 	wmu   sync.Mutex    // one write at a time
 	wwake chan struct{} // the reader read the socket, or the write deadline changed
@@ -73,7 +94,7 @@ func newConn(sock net.Conn, uc *net.UnixConn, mem []byte, size int, client bool)
 		in, out = DirClient, DirServer
 	}
 	return &Conn{
-		sock: sock, rc: rc, mem: mem,
+		sock: sock, rc: rc, mem: mem, spin: SpinWindow,
 		in: NewConsumer(mem, size, in), out: NewProducer(mem, size, out),
 		wwake: make(chan struct{}, 1), closed: make(chan struct{}),
 	}, nil
@@ -124,12 +145,21 @@ func (c *Conn) Read(b []byte) (int, error) {
 		return 0, nil
 	}
 	start := time.Time{}
+	spin := c.spin
+	if spin == 0 {
+		if c.reads++; c.reads%probeEvery == 0 || c.peerAwake.Load() {
+			spin = probeSpin
+		}
+	}
 	for i := 0; ; i++ {
 		avail, sock, err := c.readable()
 		if err != nil {
 			return 0, err
 		}
 		if avail > 0 {
+			if !start.IsZero() {
+				c.spin = SpinWindow
+			}
 			n := c.in.Copy(b, avail)
 			if c.in.ProducerWaiting() {
 				c.kick()
@@ -147,10 +177,14 @@ func (c *Conn) Read(b []byte) (int, error) {
 				if now := time.Now(); start.IsZero() {
 					start = now
 				}
-				if time.Since(start) <= SpinWindow {
+				if time.Since(start) < spin {
 					runtime.Gosched()
 					continue
 				}
+				if c.spin /= 2; c.spin < minSpin {
+					c.spin = 0
+				}
+				spin = 0
 			} else {
 				runtime.Gosched()
 				continue
@@ -249,9 +283,11 @@ func (c *Conn) write(bufs [][]byte) (int64, error) {
 		}
 		total += int64(c.out.Put(&bufs, room))
 		c.out.Publish()
-		if c.out.ConsumerSleeping() {
+		sleeping := c.out.ConsumerSleeping()
+		if sleeping {
 			c.kick()
 		}
+		c.peerAwake.Store(!sleeping)
 	}
 	return total, nil
 }
