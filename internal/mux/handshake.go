@@ -36,12 +36,14 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 		return nil, fmt.Errorf("warren: sending preface: %w", err)
 	}
 	peer, err := wire.ReadPreface(conn)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("warren: reading server preface: %w", err)
+	} else {
 		s.conn, err = shmring.Client(s.conn, s.local.ShmRing, peer.ShmRing)
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("warren: reading server preface: %w", err)
+		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
@@ -74,13 +76,14 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	widen(&s.local, s.cfg.Settings, peer)
 	s.wrapFiles(conn)
 	s.local.ShmRing = shmring.Answer(conn, s.local.ShmRing, peer.ShmRing)
-	_, err = conn.Write(wire.AppendPreface(nil, s.local))
-	if err == nil && s.local.ShmRing != 0 {
+	if _, err = conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		err = fmt.Errorf("warren: sending preface: %w", err)
+	} else if s.local.ShmRing != 0 {
 		s.conn, err = shmring.Server(s.conn, s.local.ShmRing)
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("warren: sending preface: %w", err)
+		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
