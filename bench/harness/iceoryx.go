@@ -63,7 +63,12 @@ func iceoryxRun(ctx context.Context, mode string, calls int) (Sample, error) {
 	if err := srv.Start(); err != nil {
 		return Sample{}, err
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	defer func() { // SIGINT: iceoryx2 removes the files of the node it drops
+		srv.Process.Signal(os.Interrupt)
+		t := time.AfterFunc(5*time.Second, func() { srv.Process.Kill() })
+		srv.Wait()
+		t.Stop()
+	}()
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 		return Sample{}, fmt.Errorf("iceoryx2 server: %q, %v", line, err)
 	}

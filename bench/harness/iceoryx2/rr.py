@@ -1,6 +1,6 @@
 """iceoryx2 request-response round trip of 128 bytes, for the bench harness.
 
-python3 rr.py server MODE NAME       serves until killed
+python3 rr.py server MODE NAME       serves until SIGINT
 python3 rr.py client MODE NAME CALLS prints one JSON line of round trips (ns)
 
 MODE is poll (both sides spin on receive) or event (each side sleeps on an
@@ -37,16 +37,19 @@ def serve(mode, name):
     server = open_service(node, name).server_builder().create()
     listener, notifier = events(node, name, "/to-server", "/to-client") if mode == "event" else (None, None)
     print("ready", flush=True)
-    while True:
-        if listener is not None:
-            listener.timed_wait(iox2.Duration.from_millis(100))
-        req = server.receive()
-        if req is None:
-            continue
-        req.send_copy(req.payload().contents)
-        req.delete()
-        if notifier is not None:
-            notifier.notify()
+    try:
+        while True:
+            if listener is not None:
+                listener.timed_wait(iox2.Duration.from_millis(100))
+            req = server.receive()
+            if req is None:
+                continue
+            req.send_copy(req.payload().contents)
+            req.delete()
+            if notifier is not None:
+                notifier.notify()
+    except (KeyboardInterrupt, iox2.ListenerWaitError):
+        pass  # the node and its ports are dropped on return: iceoryx2 removes their files
 
 
 def call(mode, name, calls):
