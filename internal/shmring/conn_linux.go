@@ -251,19 +251,18 @@ func (c *Conn) WriteFiles(b []byte, fds []int) (int, error) {
 		return 0, shm.ErrDescriptors
 	}
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.mem == nil {
-		c.wmu.Unlock()
 		return 0, net.ErrClosed
 	}
-	_, err := fc.WriteFiles([]byte{byteFiles}, fds)
-	if err == nil {
-		c.out.AddFDs()
-	}
-	c.wmu.Unlock()
-	if err != nil {
+	// Under one lock: no other write's bytes or descriptors can come
+	// between these descriptors and the frame that names them.
+	if _, err := fc.WriteFiles([]byte{byteFiles}, fds); err != nil {
 		return 0, err
 	}
-	return c.Write(b)
+	c.out.AddFDs()
+	n, err := c.writeLocked([][]byte{b})
+	return int(n), err
 }
 
 func (c *Conn) write(bufs [][]byte) (int64, error) {
@@ -272,6 +271,10 @@ func (c *Conn) write(bufs [][]byte) (int64, error) {
 	if c.mem == nil {
 		return 0, net.ErrClosed
 	}
+	return c.writeLocked(bufs)
+}
+
+func (c *Conn) writeLocked(bufs [][]byte) (int64, error) {
 	var total int64
 	for len(bufs) > 0 {
 		if c.gone.Load() {
