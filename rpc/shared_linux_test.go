@@ -30,13 +30,16 @@ func countFDs(t testing.TB) int {
 }
 
 // countMemfdMaps returns the memfd mappings of this process.
-func countMemfdMaps(t testing.TB) int {
+func countMemfdMaps(t testing.TB) int { return countMaps(t, "/memfd:warren") }
+
+// countMaps counts the mappings of this process whose line has name.
+func countMaps(t testing.TB, name string) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), "/memfd:warren")
+	return strings.Count(string(b), name)
 }
 
 // sharedPair serves a raw echo on a unix socket with descriptors and
@@ -86,14 +89,7 @@ func testSharedEcho(t *testing.T, loop bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, n := range []int{1 << 10, 64 << 10, 1 << 20, 16 << 20} {
-		req := bytes.Repeat([]byte{byte(n), 1, 2, 3, 5, 8, 13}, n/7+1)[:n]
-		var out []byte
-		if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
-			t.Fatalf("%d bytes: %v", n, err)
-		}
-		if !bytes.Equal(out, req) {
-			t.Fatalf("%d bytes: echo differs", n)
-		}
+		req := checkEcho(t, ctx, c, n)
 		var mapped []byte
 		if err := c.Invoke(ctx, "T.Mapped", &req, &mapped); err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
@@ -104,6 +100,21 @@ func testSharedEcho(t *testing.T, loop bool) {
 	}
 	c.Close()
 	checkNoLeak(t, fds, maps, 2+loopFDs(loop, 1)) // the listener and its Serve's poller may stay
+}
+
+// checkEcho sends n bytes to T.Echo and checks the reply; it returns
+// what it sent.
+func checkEcho(t testing.TB, ctx context.Context, c *Client, n int) []byte {
+	t.Helper()
+	req := bytes.Repeat([]byte{byte(n), 1, 2, 3, 5, 8, 13}, n/7+1)[:n]
+	var out []byte
+	if err := c.Invoke(ctx, "T.Echo", &req, &out); err != nil {
+		t.Fatalf("%d bytes: %v", n, err)
+	}
+	if !bytes.Equal(out, req) {
+		t.Fatalf("%d bytes: echo differs", n)
+	}
+	return req
 }
 
 // checkNoLeak waits until no more than slack descriptors beyond fds, and

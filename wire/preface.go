@@ -35,6 +35,12 @@ const (
 	maxStreamsLimit     = 1<<31 - 1
 )
 
+// The bounds of Settings.ShmRing, when it is not 0.
+const (
+	minShmRing = 4 << 10
+	maxShmRing = 64 << 20
+)
+
 // settingID identifies a setting in a preface.
 type settingID uint16
 
@@ -45,6 +51,7 @@ const (
 	settingInitialWindow  settingID = 3
 	settingMaxStreams     settingID = 4
 	settingMaxFiles       settingID = 5
+	settingShmRing        settingID = 6
 )
 
 // Settings are the limits one side of a connection advertises in its
@@ -59,6 +66,10 @@ type Settings struct {
 	// side (FlagFiles); default 0: none. Range [0, 255]. A side announces
 	// it only on a unix socket that can receive them.
 	MaxFiles uint32
+	// ShmRing asks for the shared-memory rings of PROTOCOL.md ("Shared-memory
+	// rings"): the bytes of each ring this side accepts; default 0: none.
+	// Range 0 or [4 KiB, 64 MiB]. A side announces it only on a unix socket.
+	ShmRing uint32
 }
 
 // defaultSettings returns the settings a side that advertises nothing has.
@@ -110,7 +121,13 @@ func (s Settings) Validate() error {
 	if err := check("MaxStreams", s.MaxStreams, 1, maxStreamsLimit); err != nil {
 		return err
 	}
-	return check("MaxFiles", s.MaxFiles, 0, 255)
+	if err := check("MaxFiles", s.MaxFiles, 0, 255); err != nil {
+		return err
+	}
+	if s.ShmRing != 0 {
+		return check("ShmRing", s.ShmRing, minShmRing, maxShmRing)
+	}
+	return nil
 }
 
 // AppendPreface appends the preface advertising s to b. Zero fields and
@@ -135,6 +152,7 @@ func AppendPreface(b []byte, s Settings) []byte {
 	put(settingInitialWindow, s.InitialWindow, d.InitialWindow)
 	put(settingMaxStreams, s.MaxStreams, d.MaxStreams)
 	put(settingMaxFiles, s.MaxFiles, 0)
+	put(settingShmRing, s.ShmRing, 0)
 	return b
 }
 
@@ -188,6 +206,8 @@ func ParsePreface(b []byte) (s Settings, n int, ok bool, err error) {
 			s.MaxStreams = v
 		case settingMaxFiles:
 			s.MaxFiles = v
+		case settingShmRing:
+			s.ShmRing = v
 		}
 	}
 	if err := s.Validate(); err != nil {

@@ -113,7 +113,8 @@ func checkResults(t *testing.T, results []Result, mode string) {
 			}
 			switch r.Scenario {
 			case "unary", "seqrtt", "rawlat":
-				if r.RPS <= 0 || r.P50US <= 0 || r.P99US < r.P50US || r.MinUS > r.P50US || r.MaxUS < r.P99US || r.AllocsPerCall == nil {
+				peer := strings.HasPrefix(r.System, "iceoryx2-") // python3 processes: no allocation counts
+				if r.RPS <= 0 || r.P50US <= 0 || r.P99US < r.P50US || r.MinUS > r.P50US || r.MaxUS < r.P99US || r.AllocsPerCall == nil && !peer {
 					t.Errorf("%s: row %+v", name, r)
 				}
 				if r.System == "warren" && *r.AllocsPerCall < 0.5 {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/warrenipc/warren/bench/report"
@@ -124,7 +125,7 @@ func (e *Env) callCase(scenario string, sys systems.System, network string, size
 func unaryCases(e *Env) []Case {
 	var cs []Case
 	for _, size := range e.P.UnaryPayloads {
-		for _, sys := range e.Systems {
+		for _, sys := range e.withRing() {
 			if sys.Name() != "raw" {
 				cs = append(cs, e.callCase("unary", sys, "unix", size, e.P.UnaryCallers, e.P.UnaryCalls, e.P.UnaryMinTime))
 			}
@@ -133,12 +134,25 @@ func unaryCases(e *Env) []Case {
 	return cs
 }
 
+// withRing is e.Systems with warren-shm after warren (Linux: elsewhere it
+// would be warren again).
+func (e *Env) withRing() []systems.System {
+	var syss []systems.System
+	for _, sys := range e.Systems {
+		syss = append(syss, sys)
+		if sys.Name() == "warren" && runtime.GOOS == "linux" {
+			syss = append(syss, systems.Warren{Ring: true})
+		}
+	}
+	return syss
+}
+
 func seqrttCases(e *Env) []Case {
 	var cs []Case
-	for _, sys := range e.Systems {
+	for _, sys := range e.withRing() {
 		cs = append(cs, e.callCase("seqrtt", sys, "unix", 128, 1, e.P.SeqCalls, 0))
 	}
-	return cs
+	return append(cs, e.iceoryxCases()...)
 }
 
 func rawlatCases(e *Env) []Case {

@@ -91,10 +91,11 @@ const LargeLimit = 128 << 20
 
 // ByName returns the RPC system called name: one of All, warren-memfd
 // or warren-shared (warren with shared messages, which run only in the
-// large scenario), or warren-metrics (warren counting calls for
-// Prometheus; -only warren,warren-metrics).
+// large scenario), warren-metrics (warren counting calls for
+// Prometheus; -only warren,warren-metrics), or warren-shm (warren over
+// shared-memory rings, in the unary and seqrtt scenarios).
 func ByName(name string) (System, error) {
-	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}, Warren{Metrics: true}) {
+	for _, s := range append(All(), Warren{Memfd: true}, Warren{Shared: true}, Warren{Metrics: true}, Warren{Ring: true}) {
 		if s.Name() == name {
 			return s, nil
 		}

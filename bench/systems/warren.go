@@ -27,7 +27,14 @@ import (
 // systems reuse their request, without a copy: warren's zero-copy path.
 // With Metrics ("warren-metrics") the server counts every call for
 // Prometheus (rpc.ServerOptions.Metrics): what the metrics cost.
-type Warren struct{ Memfd, Shared, Metrics bool }
+//
+// With Ring ("warren-shm") both sides ask for shared-memory rings
+// (wire.Settings.ShmRing, RingSize bytes each way): frames move through
+// a shared memfd instead of the socket.
+type Warren struct{ Memfd, Shared, Metrics, Ring bool }
+
+// RingSize is warren-shm's ring size, as warren serve --shm-ring's.
+const RingSize = 256 << 10
 
 // SharedThreshold is warren-memfd's rpc SharedThreshold: the default
 // (32 MiB).
@@ -43,11 +50,17 @@ func (w Warren) Name() string {
 	if w.Metrics {
 		return "warren-metrics"
 	}
+	if w.Ring {
+		return "warren-shm"
+	}
 	return "warren"
 }
 
 func (w Warren) settings() (wire.Settings, int) {
 	s := wire.Settings{MaxMessageSize: LargeLimit}
+	if w.Ring {
+		s.ShmRing = RingSize
+	}
 	if !w.Memfd && !w.Shared {
 		return s, 0
 	}

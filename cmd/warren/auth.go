@@ -51,7 +51,24 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // clientOptions adds the token, if any, to a client's options.
 func clientOptions(o *rpc.ClientOptions) *rpc.ClientOptions {
 	o.Token = token()
+	o.Settings.ShmRing = ringSize(clientShmRing)
 	return o
+}
+
+// clientShmRing is set by --shm-ring on call and ping.
+var clientShmRing bool
+
+// shmRingFlag adds --shm-ring to fs, setting on.
+func shmRingFlag(fs *flag.FlagSet, on *bool) {
+	fs.BoolVar(on, "shm-ring", false, "move frames onto shared-memory rings when the other side asks too (Linux, unix sockets; see PROTOCOL.md)")
+}
+
+// ringSize is the ring size --shm-ring asks for, or 0.
+func ringSize(on bool) uint32 {
+	if on {
+		return 256 << 10
+	}
+	return 0
 }
 
 // serveAuth decides the token policy of a server on a, and says what it

@@ -193,6 +193,7 @@ func cmdCall(e *env, args []string) error {
 	tokenFlag(fset)
 	timeout := fset.Duration("timeout", 0, "give up after this long (0: no limit)")
 	serverUID := serverUIDFlag(fset)
+	shmRingFlag(fset, &clientShmRing)
 	md := headerFlags{}
 	fset.Var(md, "H", "send call metadata `KEY:VALUE` (repeatable)")
 	pos, err := parseArgs(e, fset, callHelp, args, 2, 3)
@@ -511,6 +512,7 @@ func cmdPing(e *env, args []string) error {
 	n := fset.Int("n", 10, "number of pings")
 	timeout := fset.Duration("timeout", 10*time.Second, "give up on a ping after this long")
 	serverUID := serverUIDFlag(fset)
+	shmRingFlag(fset, &clientShmRing)
 	pos, err := parseArgs(e, fset, pingHelp, args, 1, 1)
 	if err != nil {
 		return err

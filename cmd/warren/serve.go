@@ -23,6 +23,7 @@ import (
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
+	"github.com/warrenipc/warren/wire"
 )
 
 var serveHelp = help{
@@ -152,6 +153,8 @@ func cmdServe(e *env, args []string) error {
 	token := fset.String("token", "", "token network callers must send (default: a random one, printed in the page's URL)")
 	noAuth := fset.Bool("no-auth", false, "accept calls without a token (loopback network addresses only)")
 	eventLoop := fset.Bool("event-loop", false, "serve unix, tcp and ws connections from an epoll event loop (Linux)")
+	var shmRing bool
+	shmRingFlag(fset, &shmRing)
 	logFormat := fset.String("log-format", "text", "format of the log on stderr: text or json")
 	logLevel := fset.String("log-level", "info", "least severe log records written: debug, info, warn or error")
 	metricsAddr := fset.String("metrics", "", "also serve GET /metrics (Prometheus) on this address (default: off)")
@@ -258,7 +261,8 @@ func cmdServe(e *env, args []string) error {
 			return listenError(a, err)
 		}
 	}
-	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil})
+	srv := rpc.NewServer(&rpc.ServerOptions{Policy: policy, Logger: logger, Auth: auth, Page: pageHandler{}, Console: true, EventLoop: *eventLoop, Bridge: grpcbridge.New(), Metrics: ml != nil,
+		Settings: wire.Settings{ShmRing: ringSize(shmRing)}})
 	store := counter.New()
 	store.Register(srv)
 

@@ -565,6 +565,7 @@ func (k *Core) endLocked(hp *hsPeer, h *Handshake) {
 // close. Past the caps on refused connections open (per peer key and in
 // all) it closes conn right after the write.
 func (k *Core) Refuse(conn net.Conn, key string, st wire.Settings, reason string, code status.Code) {
+	st.ShmRing = 0 // the GOAWAY goes on the socket
 	msg := wire.AppendPreface(make([]byte, 0, 128+len(reason)), st.WithDefaults())
 	msg = wire.AppendFrame(msg, 0, wire.TypeGoAway, 0, wire.AppendGoAway(nil, 0, uint32(code), reason))
 	k.mu.Lock()

@@ -79,6 +79,7 @@ func Serve(core Core, l net.Listener, opts *Options) (handled bool, err error) {
 	}
 	local := opts.Settings.WithDefaults()
 	local.MaxFiles = loopMaxFiles(ls, local.MaxFiles) // unix sockets only, as in goroutine mode
+	local.ShmRing = 0                                 // the loop declines the shared-memory rings
 	if local.Validate() != nil {
 		return false, nil // every connection fails its handshake: as the goroutine mode does
 	}

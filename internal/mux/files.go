@@ -179,7 +179,9 @@ func (w *writer) writeFiles(st *Stream, frame, tail []byte, fds []int) error {
 	if w.fed != nil {
 		return w.writeFedFiles(st, frame, tail, fds)
 	}
-	fc, ok := w.conn.(*shm.Conn)
+	fc, ok := w.conn.(interface {
+		WriteFiles(b []byte, fds []int) (int, error)
+	}) // an *shm.Conn, or the rings over one
 	if !ok {
 		return ErrNoFiles
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenipc/warren/internal/rawio"
+	"github.com/warrenipc/warren/internal/shmring"
 	"github.com/warrenipc/warren/wire"
 )
 
@@ -28,6 +29,7 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 		s.local.InitialWindow = largeWindow
 	}
 	s.wrapFiles(conn)
+	s.local.ShmRing = shmring.Ask(conn, s.local.ShmRing)
 	conn.SetDeadline(time.Now().Add(s.handshakeTimeout()))
 	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
 		conn.Close()
@@ -35,8 +37,13 @@ func Client(conn net.Conn, cfg *Config) (*Session, error) {
 	}
 	peer, err := wire.ReadPreface(conn)
 	if err != nil {
+		err = fmt.Errorf("warren: reading server preface: %w", err)
+	} else {
+		s.conn, err = shmring.Client(s.conn, s.local.ShmRing, peer.ShmRing)
+	}
+	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("warren: reading server preface: %w", err)
+		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
@@ -68,9 +75,15 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	}
 	widen(&s.local, s.cfg.Settings, peer)
 	s.wrapFiles(conn)
-	if _, err := conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+	s.local.ShmRing = shmring.Answer(conn, s.local.ShmRing, peer.ShmRing)
+	if _, err = conn.Write(wire.AppendPreface(nil, s.local)); err != nil {
+		err = fmt.Errorf("warren: sending preface: %w", err)
+	} else if s.local.ShmRing != 0 {
+		s.conn, err = shmring.Server(s.conn, s.local.ShmRing)
+	}
+	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("warren: sending preface: %w", err)
+		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
 	s.start(peer)
@@ -96,6 +109,7 @@ func widen(local *wire.Settings, set, peer wire.Settings) {
 func ServerSettings(set, peer wire.Settings) wire.Settings {
 	local := set.WithDefaults()
 	widen(&local, set, peer)
+	local.ShmRing = 0 // a fed session keeps the socket
 	return local
 }
 

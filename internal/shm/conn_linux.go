@@ -139,6 +139,9 @@ func (c *Conn) readMsg(b []byte) (n, oobn, flags int, err error) {
 	return c.rn, c.on, c.rfl, err
 }
 
+// UnixOf returns the *net.UnixConn under c, as Wrap finds it, or nil.
+func UnixOf(c net.Conn) *net.UnixConn { return unixOf(c) }
+
 // unixOf finds the *net.UnixConn under c through connections whose reads
 // are the socket's own bytes (ReadsResume: rawio.Conn, a plain
 // transport.Conn).
