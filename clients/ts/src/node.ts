@@ -2,6 +2,7 @@
 // ws:// and wss:// over the ws package (an optional peer dependency) where
 // it is installed, else the global WebSocket (Node 22 and later).
 
+import { lookup } from "node:dns/promises";
 import { lstat } from "node:fs/promises";
 import * as net from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
@@ -18,10 +19,18 @@ export * from "./exports.js";
  * "unix:@abstract", "tcp://host:port", "tls://host:port",
  * "ws://host:port/path", "wss://host:port/path", or "default": the
  * address `warren serve` listens on without --addr (see defaultAddress),
- * where the server must run as this user.
+ * where the server must run as this user. Several servers: addresses
+ * separated by commas, or "dns:///host:port", a name resolved to tcp://
+ * addresses (tls:// with the tls option, the certificate checked against
+ * host), resolved again every 30 s and after a connection fails; calls go
+ * round robin and a call never processed is retried (see Client).
  */
 export function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
-  return connectWith(dialNode, addr, opts);
+  return connectWith(dialNode, addr, opts, lookupAll);
+}
+
+async function lookupAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true })).map((a) => a.address);
 }
 
 /** The address keyword of the per-user default socket (see defaultAddress). */
