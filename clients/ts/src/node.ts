@@ -109,7 +109,7 @@ const dialNode: Dialer = async (addr, opts) => {
       const global = WS === (globalThis as any).WebSocket;
       if (global && opts.tls) throw new StatusError("unimplemented", "the tls option over wss:// needs the ws package (npm install ws): the global WebSocket takes no TLS options");
       const extra = global ? undefined : { perMessageDeflate: false, maxPayload: 0, ...(opts.tls ?? {}) };
-      return dialWebSocket(WS, addr, wsProtocols(opts.token), extra, opts.signal);
+      return dialWebSocket(WS, addr, wsProtocols(opts.token), extra, opts.signal, opts.token);
     }
   }
   throw new StatusError("invalid_argument", `unsupported address scheme ${JSON.stringify(scheme)} in ${JSON.stringify(addr)}`);
