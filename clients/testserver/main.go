@@ -6,7 +6,7 @@
 // connections. It exits on SIGINT, SIGTERM or when its standard input
 // closes (-stdin), so that a test runner that dies takes it along. On
 // SIGTERM it shuts down gracefully (-grace bounds the wait for calls in
-// flight) and exits 0.
+// flight) and exits 0. -deny refuses every peer by policy.
 //
 //	go run ./clients/testserver -addr unix:///tmp/t.sock
 //	go run ./clients/testserver -addr tls://127.0.0.1:0 -cert c.pem -key k.pem
@@ -49,6 +49,7 @@ import (
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/grpcbridge"
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -66,6 +67,7 @@ func main() {
 	stdin := flag.Bool("stdin", false, "exit when standard input closes")
 	flag.StringVar(&recordFile, "record", "", "write the times each Test.Record id ran to this file (JSON) at exit")
 	flag.DurationVar(&grace, "grace", 2*time.Second, "how long a shutdown waits for calls in flight")
+	flag.BoolVar(&denyAll, "deny", false, "refuse every peer by policy (tests of how refused clients read it)")
 	flag.Parse()
 	if err := run(*addr, *cert, *key, *stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "testserver:", err)
@@ -75,6 +77,15 @@ func main() {
 
 func run(addr, cert, key string, stdin bool) error {
 	cfg := &transport.ListenConfig{}
+	var policy peer.Policy
+	if denyAll {
+		// The server's policy, not the listener's: a refused peer is
+		// answered in its own protocol.
+		cfg.Policy = peer.AllowAll()
+		policy = peer.PolicyFunc(func(p *peer.Peer) error {
+			return fmt.Errorf("uid %d is refused: this test server runs with -deny", p.UID)
+		})
+	}
 	if cert != "" {
 		kp, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
@@ -87,6 +98,7 @@ func run(addr, cert, key string, stdin bool) error {
 		return err
 	}
 	srv := rpc.NewServer(&rpc.ServerOptions{
+		Policy:   policy,
 		Settings: wire.Settings{MaxMessageSize: maxBig + 1<<20},
 		// The clients' suites open 1,000 concurrent calls on one connection.
 		MaxCallsPerConn: 4096,
@@ -135,6 +147,7 @@ func run(addr, cert, key string, stdin bool) error {
 }
 
 var (
+	denyAll    bool
 	recordFile string
 	grace      time.Duration
 	record     = &ranCounts{m: map[string]int{}}
