@@ -210,6 +210,7 @@ class Client:
         self._make = make
         self._codec: str | Codec = codec or "json"
         self._closing = False
+        self._gone: list[Endpoint] = []  # servers a dns:/// name no longer lists
 
     @property
     def address(self) -> Address:
@@ -259,7 +260,7 @@ class Client:
         for ep in self._eps:
             if ep.dialing is not None:
                 await asyncio.shield(ep.dialing)
-        conns = [tc for ep in self._eps for tc in ep.connections()]
+        conns = [tc for ep in self._eps + self._gone for tc in ep.connections()]
         await asyncio.gather(*(_close_conn(t, c) for t, c in conns))
 
     async def _refresh(self) -> None:
@@ -280,13 +281,10 @@ class Client:
         if self._last not in self._eps:
             self._last = self._eps[0]
         for ep in gone:
+            # Their calls in flight finish; no new ones go there, and
+            # close() closes them.
             ep.removed = True
-            # Their calls in flight finish; no new ones go there.
-            for t, c in ep.connections():
-                if not c.streams:
-                    await _close_conn(t, c)
-                else:
-                    c.goaway = c.goaway or (0x7FFFFFFF, 0, "")
+            self._gone.append(ep)
 
     def _pick(self, avoid: Endpoint | None = None) -> Endpoint:
         """The next server, round robin: one whose connection is up and not
