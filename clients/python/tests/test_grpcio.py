@@ -31,9 +31,15 @@ def _get(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
 def test_refused_peer_reads_permission_denied(server_bin: Path, workdir: Path) -> None:
     srv = Server(server_bin, "", args=[str(server_bin), "-addr", f"unix://{workdir}/deny.sock", "-stdin", "-deny"])
     try:
-        with grpc.insecure_channel(f"unix://{workdir}/deny.sock") as ch:
-            with pytest.raises(grpc.RpcError) as ei:
-                _get(ch)(counter_pb2.GetRequest(name="a"), timeout=10)
+        # The server tells HTTP from warren by what a refused peer sends
+        # within 100 ms (RELIABILITY.md); a client slower than that on a
+        # loaded machine is answered as a warren peer: a new channel again.
+        for attempt in range(3):
+            with grpc.insecure_channel(f"unix://{workdir}/deny.sock") as ch:
+                with pytest.raises(grpc.RpcError) as ei:
+                    _get(ch)(counter_pb2.GetRequest(name="a"), timeout=10)
+            if ei.value.code() != grpc.StatusCode.UNAVAILABLE or attempt == 2:
+                break
         assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED, ei.value
         assert "runs with -deny" in (ei.value.details() or ""), ei.value
     finally:
