@@ -4,7 +4,9 @@
 // address given with -addr, and prints "listening on ADDR" (the address
 // actually bound, so tcp://127.0.0.1:0 reports its port) once it accepts
 // connections. It exits on SIGINT, SIGTERM or when its standard input
-// closes (-stdin), so that a test runner that dies takes it along.
+// closes (-stdin), so that a test runner that dies takes it along. On
+// SIGTERM it shuts down gracefully (-grace bounds the wait for calls in
+// flight) and exits 0. -deny refuses every peer by policy.
 //
 //	go run ./clients/testserver -addr unix:///tmp/t.sock
 //	go run ./clients/testserver -addr tls://127.0.0.1:0 -cert c.pem -key k.pem
@@ -22,6 +24,8 @@
 //	Test.Chat      {...}... => each message back (bidirectional stream)
 //	Test.Big       {"size":N} -> N bytes, byte i = i mod 251 (a []byte: base64 in JSON, as is with the raw codec)
 //	Test.Pending   {} -> {"pending":N}: calls of Test.Sleep in progress
+//	Test.Record    any bytes (a call id) -> the same bytes (raw codec); with -record FILE,
+//	               the times each id ran are written to FILE as JSON when the server exits
 //
 // and warren.test.v1.Everything (testdata/proto/warren/test/v1), served
 // through generated code: see everything.go.
@@ -35,14 +39,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/grpcbridge"
+	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -58,6 +65,9 @@ func main() {
 	cert := flag.String("cert", "", "TLS certificate (PEM) for tls:// and wss://")
 	key := flag.String("key", "", "TLS key (PEM) for tls:// and wss://")
 	stdin := flag.Bool("stdin", false, "exit when standard input closes")
+	flag.StringVar(&recordFile, "record", "", "write the times each Test.Record id ran to this file (JSON) at exit")
+	flag.DurationVar(&grace, "grace", 2*time.Second, "how long a shutdown waits for calls in flight")
+	flag.BoolVar(&denyAll, "deny", false, "refuse every peer by policy (tests of how refused clients read it)")
 	flag.Parse()
 	if err := run(*addr, *cert, *key, *stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "testserver:", err)
@@ -67,6 +77,15 @@ func main() {
 
 func run(addr, cert, key string, stdin bool) error {
 	cfg := &transport.ListenConfig{}
+	var policy peer.Policy
+	if denyAll {
+		// The server's policy, not the listener's: a refused peer is
+		// answered in its own protocol.
+		cfg.Policy = peer.AllowAll()
+		policy = peer.PolicyFunc(func(p *peer.Peer) error {
+			return fmt.Errorf("uid %d is refused: this test server runs with -deny", p.UID)
+		})
+	}
 	if cert != "" {
 		kp, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
@@ -79,6 +98,7 @@ func run(addr, cert, key string, stdin bool) error {
 		return err
 	}
 	srv := rpc.NewServer(&rpc.ServerOptions{
+		Policy:   policy,
 		Settings: wire.Settings{MaxMessageSize: maxBig + 1<<20},
 		// The clients' suites open 1,000 concurrent calls on one connection.
 		MaxCallsPerConn: 4096,
@@ -90,12 +110,13 @@ func run(addr, cert, key string, stdin bool) error {
 	registerProto(srv)
 	registerEverything(srv)
 
+	// Signals are caught before "listening on" is printed: a test may send
+	// SIGTERM as soon as it has read it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	fmt.Printf("listening on %s\n", bound(addr, l))
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	eof := make(chan struct{})
 	if stdin {
 		go func() { io.Copy(io.Discard, bufio.NewReader(os.Stdin)); close(eof) }()
@@ -107,10 +128,49 @@ func run(addr, cert, key string, stdin bool) error {
 		return err
 	}
 	store.Shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	srv.Shutdown(ctx)
+	if err := srv.Shutdown(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "testserver: shutdown:", err)
+	}
+	<-done
+	if recordFile != "" {
+		b, jerr := json.Marshal(record.snapshot())
+		if jerr == nil {
+			jerr = os.WriteFile(recordFile, b, 0o600)
+		}
+		if jerr != nil {
+			return jerr
+		}
+	}
 	return nil
+}
+
+var (
+	denyAll    bool
+	recordFile string
+	grace      time.Duration
+	record     = &ranCounts{m: map[string]int{}}
+)
+
+// ranCounts counts the times each Test.Record id ran, for the shutdown
+// tests: a call that completed ran once, one refused as never processed
+// did not run.
+type ranCounts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (r *ranCounts) add(id string) {
+	r.mu.Lock()
+	r.m[id]++
+	r.mu.Unlock()
+}
+
+func (r *ranCounts) snapshot() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.m)
 }
 
 type failRequest struct {
@@ -140,6 +200,13 @@ func register(srv *rpc.Server) {
 		return req, nil
 	})
 	rpc.HandleRaw(srv, "Test.EchoRaw", func(ctx context.Context, req []byte) ([]byte, error) {
+		return req, nil
+	})
+	rpc.HandleRaw(srv, "Test.Record", func(ctx context.Context, req []byte) ([]byte, error) {
+		if len(req) > 64 {
+			return nil, status.Errorf(status.InvalidArgument, "an id of %d bytes is over 64", len(req))
+		}
+		record.add(string(req))
 		return req, nil
 	})
 	rpc.Handle(srv, "Test.Fail", func(ctx context.Context, req *failRequest) (*struct{}, error) {

@@ -71,7 +71,7 @@ function showError(e: unknown) {
   b.textContent = e instanceof StatusError ? `${e.code}: ${e.message}` : String(e);
   b.classList.add("show");
   clearTimeout((showError as any).t);
-  (showError as any).t = setTimeout(() => b.classList.remove("show"), 6000);
+  (showError as any).t = setTimeout(() => b.classList.contains("stay") || b.classList.remove("show"), 6000);
 }
 
 /** Parses what the user typed as an int64, in the protobuf JSON form (a decimal string). */
@@ -258,6 +258,16 @@ async function run() {
       clearInterval(pinger);
       clearInterval(lister);
     } catch (e) {
+      if (e instanceof StatusError && e.code === "unauthenticated") {
+        // A server restarted with a new token, or a URL without one:
+        // reconnecting would be refused again.
+        client = null;
+        setStatus("bad", "token refused");
+        const b = $("banner");
+        b.textContent = "token refused: reload the page with the new address/token";
+        b.classList.add("show", "stay");
+        return;
+      }
       showError(e);
     }
     client = null;

@@ -22,5 +22,5 @@ const dialBrowser: Dialer = async (addr, opts) => {
   }
   const WS = (globalThis as any).WebSocket as WebSocketConstructor | undefined;
   if (!WS) throw new StatusError("unimplemented", "this platform has no WebSocket");
-  return dialWebSocket(WS, addr, wsProtocols(opts.token), undefined, opts.signal);
+  return dialWebSocket(WS, addr, wsProtocols(opts.token), undefined, opts.signal, opts.token);
 };

@@ -2,6 +2,7 @@
 // bidirectional streams, codecs. Shared by the Node and browser builds;
 // each supplies the dialer (node.ts, browser.ts).
 
+import { Endpoint, parseTarget, Resolver } from "./balance.js";
 import { parseJSON, stringifyJSON } from "./json.js";
 import { Session, type SessionOptions, type Stream, type Transport } from "./session.js";
 import { StatusError } from "./status.js";
@@ -101,12 +102,36 @@ function pickCodec<I, O>(req: unknown, c: Codec<I, O> | undefined): Codec<I, O> 
   return (req instanceof Uint8Array ? raw : json) as unknown as Codec<I, O>;
 }
 
-/** Dials addr and returns a Client once the server's preface arrived. */
-export async function connectWith(dial: Dialer, addr: string, opts: ConnectOptions = {}): Promise<Client> {
+/**
+ * Dials addr and returns a Client once a server's preface arrived: one
+ * address, several separated by commas, or dns:///host:port resolved with
+ * lookup (Node only) to tcp:// addresses (tls:// with the tls option, the
+ * certificate checked against host).
+ */
+export async function connectWith(dial: Dialer, addr: string, opts: ConnectOptions = {}, lookup?: (host: string) => Promise<string[]>): Promise<Client> {
+  const target = parseTarget(addr, (a) => {
+    if (a !== "default" && !/^[a-z]+:/.test(a)) throw new Error(`${JSON.stringify(a)} has no scheme (unix:, tcp://, tls://, ws://, wss://)`);
+  });
+  let dialOpts = opts;
+  let resolver: Resolver | undefined;
+  let addrs: string[];
+  if ("host" in target) {
+    if (!lookup) throw new StatusError("invalid_argument", `${addr}: dns:/// names are resolved in Node only`);
+    resolver = new Resolver(target.host, target.port, lookup, opts.tls ? "tls" : "tcp");
+    if (opts.tls) dialOpts = { ...opts, tls: { servername: target.host, ...opts.tls } };
+    addrs = await resolver.resolve();
+  } else {
+    addrs = target.addrs;
+  }
   // Dialing again after a lost connection: without connect's signal, which
   // bounds the first connection only.
-  const redial = () => openSession(dial, addr, { ...opts, signal: undefined });
-  return new Client(await openSession(dial, addr, opts), opts, redial);
+  const make = (a: string) => new Endpoint(a, (first) => openSession(dial, a, first ? dialOpts : { ...dialOpts, signal: undefined }));
+  const eps = addrs.map(make);
+  // Every server is dialed; connecting fails only when none answers.
+  const got = await Promise.allSettled(eps.map((ep) => ep.connection(() => false, true)));
+  const up = got.findIndex((r) => r.status === "fulfilled");
+  if (up < 0) throw (got[0] as PromiseRejectedResult).reason;
+  return new Client(eps, opts, up, resolver, make);
 }
 
 async function openSession(dial: Dialer, addr: string, opts: ConnectOptions): Promise<Session> {
@@ -132,86 +157,118 @@ function abortError(signal: AbortSignal): StatusError {
   return new StatusError("canceled", r instanceof Error ? r.message : r !== undefined ? String(r) : "canceled", [], [], { cause: r });
 }
 
-/** The delay between connection attempts after failures (as the Go client): doubled from the first up to the second. */
-const MIN_BACKOFF_MS = 50;
-const MAX_BACKOFF_MS = 5000;
-
 /**
- * A Client calls a warren server. Any number of calls may run at once on
- * its connection; they share its flow control. When the connection is
- * lost, the calls in flight fail with unavailable and the next call dials
- * again; after a failed attempt, calls fail at once with its error until a
- * backoff (50 ms, doubling up to 5 s) has passed. A connection the server
- * is leaving (GOAWAY) finishes its calls while new calls go to a new one.
+ * A Client calls one warren server, or several. Any number of calls may
+ * run at once on a server's connection; they share its flow control. When
+ * the connection is lost, the calls in flight fail with unavailable and
+ * the next call dials again; after a failed attempt, calls fail at once
+ * with its error until a backoff (50 ms, doubling up to 5 s) has passed. A
+ * connection the server is leaving (GOAWAY) finishes its calls while new
+ * calls go to a new one.
+ *
+ * With several servers (an address list or a dns:/// name), calls go
+ * round robin over those whose connection is up and not draining; a unary
+ * call that failed as never processed (StatusError.notProcessed) is sent
+ * again, on another server when there is one, within its deadline.
  */
 export class Client {
   private readonly base: Metadata;
-  private current: Session;
-  private readonly draining = new Set<Session>();
-  private dialing: Promise<void> | null = null;
-  private backoffMs = 0;
-  private retryAt = 0;
-  private lastErr: StatusError | null = null;
+  private eps: Endpoint[];
+  private last: Endpoint;
+  private rr = 0;
   private closing = false;
+  private refreshing: Promise<void> | null = null;
 
   /** @internal */
   constructor(
-    session: Session,
+    eps: Endpoint[],
     opts: ConnectOptions,
-    private readonly redial?: () => Promise<Session>,
+    first = 0,
+    private readonly resolver?: Resolver,
+    private readonly make?: (addr: string) => Endpoint,
   ) {
-    this.current = session;
+    this.eps = eps;
+    this.last = eps[first];
+    this.rr = (first + 1) % eps.length;
     this.base = toPairs(opts.metadata);
     if (opts.token) this.base.push(["authorization", `Bearer ${opts.token}`]);
   }
 
-  /** @internal The session of the current connection. */
+  /** @internal The session of the last call's server. */
   get session(): Session {
-    return this.current;
+    return (this.last.current ?? this.eps.find((ep) => ep.current)?.current)!;
   }
 
-  /** Resolves when the current connection has ended (the next call dials again, unless the client was closed). */
+  /** The servers' addresses (a dns:/// name's, as last resolved). */
+  get addresses(): string[] {
+    return this.eps.map((ep) => ep.addr);
+  }
+
+  /** Resolves when the connection of the last call's server has ended (the next call dials again, unless the client was closed). */
   get closed(): Promise<void> {
-    return this.current.closed;
+    return this.session.closed;
   }
 
   /** The server's settings (its limits), from its preface. */
   get serverSettings() {
-    return { ...this.current.remote };
+    return { ...this.session.remote };
   }
 
-  /** @internal A session for a new call: the current one, or a new connection. */
-  async connection(): Promise<Session> {
-    for (;;) {
-      const s = this.current;
-      if (s.usable || this.closing || !this.redial) return s;
-      if (this.dialing) {
-        await this.dialing;
-        continue;
+  /** @internal The next server, round robin: one whose connection is up, else one not backing off, else the next. */
+  pick(avoid?: Endpoint): Endpoint {
+    if (this.resolver && !this.refreshing && this.resolver.due(Date.now())) {
+      this.refreshing = this.refresh().finally(() => (this.refreshing = null));
+    }
+    const eps = this.eps;
+    const n = eps.length;
+    const now = Date.now();
+    let fallback = -1;
+    for (let i = 0; i < n; i++) {
+      const k = (this.rr + i) % n;
+      const ep = eps[k];
+      if (ep === avoid && n > 1) continue;
+      if (ep.usable) {
+        this.rr = (k + 1) % n;
+        return (this.last = ep);
       }
-      if (this.lastErr && Date.now() < this.retryAt) {
-        throw new StatusError(this.lastErr.code, this.lastErr.message, [], [], { cause: this.lastErr });
-      }
-      let done!: () => void;
-      this.dialing = new Promise((r) => (done = r));
-      try {
-        const ns = await this.redial();
-        this.backoffMs = 0;
-        this.lastErr = null;
-        for (const d of this.draining) if (d.ended) this.draining.delete(d);
-        if (!s.ended) this.draining.add(s);
-        this.current = ns;
-        if (this.closing) ns.close();
-      } catch (e) {
-        const err = e instanceof StatusError ? e : new StatusError("unavailable", String(e), [], [], { cause: e });
-        this.backoffMs = Math.min(Math.max(2 * this.backoffMs, MIN_BACKOFF_MS), MAX_BACKOFF_MS);
-        this.retryAt = Date.now() + this.backoffMs;
-        this.lastErr = err;
-        throw err;
-      } finally {
-        this.dialing = null;
-        done();
-      }
+      if (fallback < 0 && !ep.backingOff(now)) fallback = k;
+    }
+    if (fallback < 0) {
+      fallback = this.rr % n;
+      if (eps[fallback] === avoid && n > 1) fallback = (fallback + 1) % n;
+    }
+    this.rr = (fallback + 1) % n;
+    return (this.last = eps[fallback]);
+  }
+
+  /** Resolves a dns:/// name again; endpoints follow its addresses. */
+  private async refresh(): Promise<void> {
+    let addrs: string[];
+    try {
+      addrs = await this.resolver!.resolve();
+    } catch {
+      return; // keep the servers we know
+    }
+    if (this.closing) return;
+    const keep = this.eps.filter((ep) => addrs.includes(ep.addr));
+    const gone = this.eps.filter((ep) => !addrs.includes(ep.addr));
+    const added = addrs.filter((a) => !keep.some((ep) => ep.addr === a)).map((a) => this.make!(a));
+    if (keep.length + added.length === 0) return;
+    this.eps = [...keep, ...added];
+    for (const ep of gone) {
+      ep.removed = true;
+      // Their calls in flight finish; no new ones go there.
+      for (const s of ep.sessions()) s.closeWhenIdle();
+    }
+  }
+
+  /** @internal A session of ep for a new call: its current one, or a new connection. */
+  async connection(ep: Endpoint): Promise<Session> {
+    try {
+      return await ep.connection(() => this.closing);
+    } catch (e) {
+      if (this.resolver) this.resolver.stale = true;
+      throw e;
     }
   }
 
@@ -222,16 +279,33 @@ export class Client {
    */
   async call<I = unknown, O = any>(method: string, req: I, opts: CallOptions<I, O> = {}): Promise<O> {
     const codec = pickCodec(req, opts.codec);
-    const c = new Call<I, O>(this, method, opts, codec, codec.encode(req));
-    await c.opened;
-    const reply = await c.next();
-    const extra = await c.next();
-    if (extra !== END) {
-      c.cancel(new StatusError("internal", `${method}: more than one reply message`));
-      await c.next();
+    const msg = codec.encode(req);
+    const start = Date.now();
+    let tries = Math.max(2, this.eps.length);
+    let avoid: Endpoint | undefined;
+    for (;;) {
+      let o = opts;
+      if (opts.timeoutMs !== undefined && opts.timeoutMs > 0 && avoid) {
+        const left = opts.timeoutMs - (Date.now() - start);
+        if (left <= 0) throw new StatusError("deadline_exceeded", `${method}: deadline of ${opts.timeoutMs} ms exceeded`);
+        o = { ...opts, timeoutMs: left };
+      }
+      const c = new Call<I, O>(this, method, o, codec, msg, avoid);
+      try {
+        await c.opened;
+        const reply = await c.next();
+        const extra = await c.next();
+        if (extra !== END) {
+          c.cancel(new StatusError("internal", `${method}: more than one reply message`));
+          await c.next();
+        }
+        if (reply === END) throw noReply(method);
+        return reply;
+      } catch (e) {
+        if (!(e instanceof StatusError) || !e.notProcessed || --tries <= 0 || this.closing || opts.signal?.aborted) throw e;
+        avoid = c.ep;
+      }
     }
-    if (reply === END) throw noReply(method);
-    return reply;
   }
 
   /**
@@ -255,16 +329,15 @@ export class Client {
 
   /** Measures a round trip with a PING; resolves with milliseconds. */
   async ping(opts: { signal?: AbortSignal } = {}): Promise<number> {
-    const s = await this.connection();
+    const s = await this.connection(this.pick());
     return s.ping(opts.signal);
   }
 
-  /** Closes the connection; calls still open fail with canceled, later calls too. */
+  /** Closes the connections; calls still open fail with canceled, later calls too. */
   async close(): Promise<void> {
     this.closing = true;
-    if (this.dialing) await this.dialing;
-    const all = [this.current, ...this.draining];
-    this.draining.clear();
+    await Promise.all(this.eps.map((ep) => ep.settled()));
+    const all = this.eps.flatMap((ep) => ep.sessions());
     for (const s of all) s.close();
     await Promise.all(all.map((s) => s.closed));
   }
@@ -332,12 +405,16 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
   private headerSeen = false;
   private finished = false;
 
+  /** @internal The server this call went to. */
+  readonly ep: Endpoint | undefined;
+
   constructor(
     client: Client,
     readonly method: string,
     private readonly opts: CallOptions<I, O>,
     private readonly codec: Codec<I, O>,
     first?: Uint8Array,
+    avoid?: Endpoint,
   ) {
     const signal = opts.signal;
     if (signal?.aborted) {
@@ -345,14 +422,14 @@ class Call<I, O> implements ServerStream<O>, ClientStream<I, O>, BidiStream<I, O
     } else {
       // The deadline and cancellation cover the opening too: waiting for
       // a connection, or for a stream slot.
-      const sess = client.session;
+      const ep = (this.ep = client.pick(avoid));
       const open = (sess: Session, timeoutMs: number | undefined) => sess.open(method, codec.id, timeoutMs, client.metadata(opts.metadata), first, this);
       let p: Promise<Stream>;
-      if (sess.usable) {
-        p = open(sess, opts.timeoutMs);
+      if (ep.usable) {
+        p = open(ep.current!, opts.timeoutMs);
       } else {
         const start = Date.now();
-        p = this.untilCanceled(client.connection()).then((sess) => {
+        p = this.untilCanceled(client.connection(ep)).then((sess) => {
           const t = opts.timeoutMs;
           return open(sess, t !== undefined && t > 0 ? Math.max(t - (Date.now() - start), 1) : t);
         });

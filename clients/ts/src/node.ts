@@ -2,6 +2,7 @@
 // ws:// and wss:// over the ws package (an optional peer dependency) where
 // it is installed, else the global WebSocket (Node 22 and later).
 
+import { lookup } from "node:dns/promises";
 import { lstat } from "node:fs/promises";
 import * as net from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
@@ -21,11 +22,19 @@ setTracing(traceMetadata);
  * "unix:@abstract", "tcp://host:port", "tls://host:port",
  * "ws://host:port/path", "wss://host:port/path", or "default": the
  * address `warren serve` listens on without --addr (see defaultAddress),
- * where the server must run as this user.
+ * where the server must run as this user. Several servers: addresses
+ * separated by commas, or "dns:///host:port", a name resolved to tcp://
+ * addresses (tls:// with the tls option, the certificate checked against
+ * host), resolved again every 30 s and after a connection fails; calls go
+ * round robin and a call never processed is retried (see Client).
  */
 export async function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
   await loadTracing();
-  return connectWith(dialNode, addr, opts);
+  return connectWith(dialNode, addr, opts, lookupAll);
+}
+
+async function lookupAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true })).map((a) => a.address);
 }
 
 /** The address keyword of the per-user default socket (see defaultAddress). */
@@ -104,7 +113,7 @@ const dialNode: Dialer = async (addr, opts) => {
       const global = WS === (globalThis as any).WebSocket;
       if (global && opts.tls) throw new StatusError("unimplemented", "the tls option over wss:// needs the ws package (npm install ws): the global WebSocket takes no TLS options");
       const extra = global ? undefined : { perMessageDeflate: false, maxPayload: 0, ...(opts.tls ?? {}) };
-      return dialWebSocket(WS, addr, wsProtocols(opts.token), extra, opts.signal);
+      return dialWebSocket(WS, addr, wsProtocols(opts.token), extra, opts.signal, opts.token);
     }
   }
   throw new StatusError("invalid_argument", `unsupported address scheme ${JSON.stringify(scheme)} in ${JSON.stringify(addr)}`);

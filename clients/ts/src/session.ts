@@ -120,7 +120,15 @@ export class Session {
 
   /** Whether new calls may start. */
   get usable(): boolean {
-    return this.state === State.Open && this.goAway === null;
+    return this.state === State.Open && this.goAway === null && !this.leaving;
+  }
+
+  private leaving = false;
+
+  /** Takes no new calls and closes once the calls in flight have ended. */
+  closeWhenIdle(): void {
+    this.leaving = true;
+    if (this.streams.size === 0) this.close();
   }
 
   // ---- output ----
@@ -222,7 +230,7 @@ export class Session {
   private checkUsable(): void {
     if (this.closeErr) throw this.closeErr;
     if (this.state !== State.Open) throw new StatusError("unavailable", "the connection is closed");
-    if (this.goAway) throw new StatusError("unavailable", `the server is going away${this.goAway.message ? ": " + this.goAway.message : ""}`);
+    if (this.goAway) throw new StatusError("unavailable", `the server is going away${this.goAway.message ? ": " + this.goAway.message : ""}`, [], [], { notProcessed: true });
   }
 
   /** The largest DATA payload to send: the server's MaxFrameSize, and half its window. */
@@ -357,6 +365,7 @@ export class Session {
     const w = this.openWaiters.shift();
     if (w) w();
     if (this.goAway && this.streams.size === 0) this.shutdown();
+    else if (this.leaving && this.streams.size === 0) queueMicrotask(() => this.close());
   }
 
   // ---- ping ----
@@ -560,7 +569,12 @@ export class Session {
         s.trailer = t.metadata ?? [];
         s.recvEnded = true;
         if (t.code === 0) this.endStream(s, null);
-        else this.endStream(s, new StatusError(codeName(t.code), t.message, t.details ?? [], t.metadata ?? []));
+        else {
+          // 14 above a drain's last stream id: refused unread.
+          const g = this.goAway;
+          const notProcessed = t.code === 14 && g !== null && (g.code === 0 || g.code === 14) && id > g.lastStream;
+          this.endStream(s, new StatusError(codeName(t.code), t.message, t.details ?? [], t.metadata ?? [], { notProcessed }));
+        }
         return;
       }
       case FrameType.Cancel:
@@ -671,7 +685,7 @@ export class Session {
     if (this.goAway && g.lastStream > this.goAway.lastStream) g.lastStream = this.goAway.lastStream;
     this.goAway = g;
     const why = g.code === 0 ? "the server is going away" : `the server is closing the connection (${codeName(g.code)})`;
-    const err = new StatusError("unavailable", `${why}${g.message ? ": " + g.message : ""}; the call was not processed and may be retried`);
+    const err = new StatusError("unavailable", `${why}${g.message ? ": " + g.message : ""}; the call was not processed and may be retried`, [], [], { notProcessed: g.code === 0 || g.code === 14 });
     for (const s of [...this.streams.values()]) {
       if (s.id > g.lastStream) this.endStream(s, err);
     }

@@ -46,13 +46,20 @@ export class StatusError extends Error {
   readonly details: Uint8Array[];
   /** Trailing metadata the server sent with the error. */
   readonly metadata: Metadata;
+  /**
+   * The call provably never ran (PROTOCOL.md, "Retry rule"): refused above
+   * a GOAWAY's last stream id, or never sent because no connection could
+   * be made. It may be sent again, whatever it does.
+   */
+  notProcessed: boolean;
 
-  constructor(code: Code, message: string, details: Uint8Array[] = [], metadata: Metadata = [], options?: { cause?: unknown }) {
+  constructor(code: Code, message: string, details: Uint8Array[] = [], metadata: Metadata = [], options?: { cause?: unknown; notProcessed?: boolean }) {
     super(message, options);
     this.name = "StatusError";
     this.code = code;
     this.details = details;
     this.metadata = metadata;
+    this.notProcessed = options?.notProcessed ?? false;
   }
 
   /** "not_found: no counter named a" */

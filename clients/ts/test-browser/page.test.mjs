@@ -151,13 +151,37 @@ test("a wrong or missing token is refused: page, HTTP, warren calls, WebSocket",
   assert.equal((await ok.call("Counter.Get", { name: "clicks" })).value, "42");
   await ok.close();
 
-  // WebSocket: the upgrade without the token, or with a wrong one, is refused.
+  // WebSocket: the upgrade without the token, or with a wrong one, is
+  // refused, and the client says so.
   const wsAddr = origin.replace("http", "ws") + "/";
-  await assert.rejects(connect(wsAddr), (e) => e.code === "unavailable");
-  await assert.rejects(connect(wsAddr, { token: "wrong" }), (e) => e.code === "unavailable");
+  const tokenRefused = (e) => e.code === "unauthenticated" && /^token refused/.test(e.message);
+  await assert.rejects(connect(wsAddr), tokenRefused);
+  await assert.rejects(connect(wsAddr, { token: "wrong" }), tokenRefused);
   const wsOk = await connect(wsAddr, { token });
   assert.equal((await wsOk.call("Counter.Get", { name: "clicks" })).value, "42");
   await wsOk.close();
+});
+
+test("a page left open across a restart (a new token) says the token was refused, and stops reconnecting", async () => {
+  const first = await startProcess(warren, ["serve", "--addr", "tcp://127.0.0.1:0"], /^listening on (\S+)[\s\S]*^open (\S+)/m);
+  const addr = first.addr;
+  const page = await browser.newPage();
+  let second;
+  try {
+    await page.goto(/^open (\S+)/m.exec(first.output())[1], { waitUntil: "load" });
+    await page.waitForFunction(() => document.querySelector("#status")?.classList.contains("ok"), { timeout: 5000 });
+    await first.kill();
+    second = await startProcess(warren, ["serve", "--addr", addr], /^listening on (\S+)[\s\S]*^open (\S+)/m);
+    await page.waitForFunction(() => document.querySelector("#status")?.textContent.includes("token refused"), { timeout: 10000 });
+    assert.equal(await page.$eval("#banner", (e) => e.textContent), "token refused: reload the page with the new address/token");
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.match(await page.$eval("#status", (e) => e.textContent), /token refused/, "no reconnecting after the refusal");
+    await page.screenshot({ path: join(shots, "token-refused.png") });
+  } finally {
+    await page.close();
+    await first.kill();
+    await second?.kill();
+  }
 });
 
 test("a page from another origin cannot connect, even knowing the token", async () => {

@@ -1,6 +1,7 @@
 // A fake server in Node that speaks (or breaks) the protocol, for what the
 // Go server never does: hostile frames, GOAWAY at chosen points, PING,
 // server-opened streams, tiny windows, protobuf echo.
+import { unlinkSync } from "node:fs";
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
@@ -44,6 +45,18 @@ async function connectionError(bytes, re) {
   } finally {
     await srv.close();
   }
+}
+
+/** Reads two calls, sends GOAWAY with the first's id as last stream id (then runs then()), and answers the first. */
+async function goAwayAfterTwo(peer, then = () => {}) {
+  const a = await peer.next((f) => f.type === H.Data);
+  await peer.next((f) => f.type === H.Data);
+  peer.frame(0, H.GoAway, 0, w.encodeGoAway({ lastStream: a.stream, code: 0, message: "restarting" }));
+  then();
+  setTimeout(() => {
+    peer.frame(a.stream, H.Data, 0, a.payload);
+    peer.frame(a.stream, H.Trailers, w.FLAG_END);
+  }, 50);
 }
 
 describe("hostile server frames are connection errors", () => {
@@ -148,26 +161,20 @@ describe("fake server", () => {
     }
   });
 
-  test("GOAWAY: streams above last stream id fail unavailable, those below finish, new calls go to a new connection", async () => {
+  test("GOAWAY: streams above last stream id are not processed and are retried on a new connection, those below finish", async () => {
     let conns = 0;
     const srv = await fakeServer(async (peer) => {
       if (++conns > 1) return echo(peer);
-      const a = await peer.next((f) => f.type === H.Data);
-      const b = await peer.next((f) => f.type === H.Data);
-      peer.frame(0, H.GoAway, 0, w.encodeGoAway({ lastStream: a.stream, code: 0, message: "restarting" }));
-      setTimeout(() => {
-        peer.frame(a.stream, H.Data, 0, a.payload);
-        peer.frame(a.stream, H.Trailers, w.FLAG_END);
-      }, 50);
-      void b;
+      await goAwayAfterTwo(peer);
     });
     try {
       const c = await connect(srv.addr);
       const firstConn = c.closed;
       const first = c.call("T.M", "first");
       const second = c.call("T.M", "second");
-      await rejectsWith(second, "unavailable", /restarting.*may be retried/);
-      // As the Go client: a new call dials a new connection.
+      // Refused above the GOAWAY's last stream id, never processed: sent
+      // again on a new connection, as in Go.
+      assert.equal(await second, "second");
       assert.equal(await c.call("T.M", "third"), "third");
       assert.equal(conns, 2);
       assert.equal(await first, "first");
@@ -285,6 +292,24 @@ describe("fake server", () => {
       const r = await c.call("T.M", create(StringValueSchema, { value: "héllo" }), { codec });
       assert.equal(r.value, "héllo");
       assert.equal(codecSeen, 2);
+      await c.close();
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test("GOAWAY: a stream above last stream id fails notProcessed when it cannot be sent again", async () => {
+    const srv = await fakeServer(async (peer) => {
+      await goAwayAfterTwo(peer, () => unlinkSync(srv.addr.slice("unix://".length))); // no new connections
+    });
+    try {
+      const c = await connect(srv.addr);
+      const first = c.call("T.M", "first");
+      const second = c.call("T.M", "second").catch((e) => e);
+      const e = await second;
+      assert.equal(e.code, "unavailable");
+      assert.equal(e.notProcessed, true, String(e));
+      assert.equal(await first, "first");
       await c.close();
     } finally {
       await srv.close();

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Coroutine, Generator, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from . import _wire as w
+from ._balance import Endpoint, Resolver, parse_target
 from ._codec import Codec, pick
 from ._conn import CLIENT_MAX_FRAME, CLIENT_WINDOW, CallEnded, Connection, Stream, deadline_error, md_dict
 from ._errors import StatusError
@@ -46,12 +47,15 @@ class Reply(Generic[T]):
 def _status_error(st: Stream, codec: Codec) -> StatusError:
     t = st.trailer
     assert t is not None
+    g = st.conn.goaway
     return StatusError(
         t.code,
         t.message,
         [codec.decode_detail(d) for d in t.details],
         raw_details=t.details,
         trailer=md_dict(t.metadata),
+        # 14 on a stream above a drain's last stream id: refused unread.
+        not_processed=t.code == 14 and g is not None and g[1] in (0, 14) and st.id > g[0],
     )
 
 
@@ -181,38 +185,57 @@ class Call:
         return md_dict(st.trailer.metadata) if st is not None and st.trailer is not None else {}
 
 
-# The delay between connection attempts after failures: doubled from
-# _MIN_BACKOFF at each failure up to _MAX_BACKOFF (as the Go client).
-_MIN_BACKOFF = 0.05
-_MAX_BACKOFF = 5.0
-
 _Dial = Callable[[], Coroutine[Any, Any, tuple[Any, Connection, PeerCred | None]]]
 
 
 class Client:
-    """A client of a warren server. Create it with :func:`connect`.
+    """A client of one warren server, or of several. Create it with :func:`connect`.
 
-    Calls share one connection. When it is lost, the calls in flight fail
-    with ``unavailable`` and the next call dials again; after a failed
-    attempt, calls fail at once with that attempt's error until a backoff
-    (50 ms, doubling up to 5 s) has passed. A connection the server is
-    leaving (GOAWAY) finishes its calls while new calls go to a new one.
+    Calls to a server share one connection. When it is lost, the calls in
+    flight fail with ``unavailable`` and the next call dials again; after a
+    failed attempt, calls fail at once with that attempt's error until a
+    backoff (50 ms, doubling up to 5 s) has passed. A connection the server
+    is leaving (GOAWAY) finishes its calls while new calls go to a new one.
+
+    With several servers (an address list or a ``dns:///`` name), calls go
+    round robin over those whose connection is up and not draining; a
+    unary call that failed as never processed (``StatusError.not_processed``)
+    is sent again, on another server when there is one, within its deadline.
     """
 
-    def __init__(self, dial: _Dial, address: Address, codec: CodecArg, first: tuple[Any, Connection, PeerCred | None]) -> None:
-        self._dial = dial
-        self._transport, self._conn, peer = first
-        self.peer = peer
-        """The server process's credentials (unix sockets on Linux), else None;
-        those of the current connection's server."""
-        self.address = address
+    def __init__(self, endpoints: list[Endpoint], codec: CodecArg, resolver: Resolver | None = None, make: Callable[[Address], Endpoint] | None = None) -> None:
+        self._eps = endpoints
+        self._last = endpoints[0]
+        self._rr = 0
+        self._resolver = resolver
+        self._make = make
         self._codec: str | Codec = codec or "json"
-        self._old: list[tuple[Any, Connection]] = []  # connections left for a new one, still open
         self._closing = False
-        self._dialing: asyncio.Future[None] | None = None
-        self._backoff = 0.0
-        self._retry_at = 0.0
-        self._last_err: StatusError | None = None
+        self._gone: list[Endpoint] = []  # servers a dns:/// name no longer lists
+
+    @property
+    def address(self) -> Address:
+        """The address of the server of the last call (the first server before any)."""
+        return self._last.address
+
+    @property
+    def addresses(self) -> list[Address]:
+        """The servers' addresses (a dns:/// name's, as last resolved)."""
+        return [ep.address for ep in self._eps]
+
+    @property
+    def peer(self) -> PeerCred | None:
+        """The server process's credentials (unix sockets on Linux), else None;
+        those of the last call's server."""
+        return self._last.peer
+
+    @property
+    def _conn(self) -> Connection:
+        c = self._last.conn
+        if c is None:
+            c = next((ep.conn for ep in self._eps if ep.conn is not None), None)
+        assert c is not None
+        return c
 
     @property
     def server_settings(self) -> w.Settings:
@@ -221,9 +244,9 @@ class Client:
 
     @property
     def closed(self) -> bool:
-        """Whether the connection is closed (by close(), by the server or
+        """Whether every connection is closed (by close(), by the server or
         by an error). Unless close() was called, the next call dials again."""
-        return self._conn.closed
+        return all(ep.conn is None or ep.conn.closed for ep in self._eps)
 
     async def __aenter__(self) -> Client:
         return self
@@ -232,55 +255,80 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the connection; calls in progress fail with unavailable,
+        """Closes the connections; calls in progress fail with unavailable,
         later calls too."""
         self._closing = True
-        if self._dialing is not None:
-            await asyncio.shield(self._dialing)
-        conns = [*self._old, (self._transport, self._conn)]
-        self._old = []
+        for ep in self._eps:
+            if ep.dialing is not None:
+                await asyncio.shield(ep.dialing)
+        conns = [tc for ep in self._eps + self._gone for tc in ep.connections()]
         await asyncio.gather(*(_close_conn(t, c) for t, c in conns))
 
-    async def _connection(self, deadline: float | None, timeout: float | None) -> Connection:
-        """The connection for a new call: the current one, or a new one."""
-        if deadline is None:
-            return await self._redial()
-        left = deadline - asyncio.get_running_loop().time()
+    async def _refresh(self) -> None:
+        """Resolves a dns:/// name again when due; endpoints follow its addresses."""
+        r = self._resolver
+        if r is None or self._make is None or not r.due(asyncio.get_running_loop().time()):
+            return
         try:
-            return await asyncio.wait_for(self._redial(), max(left, 0))
-        except asyncio.TimeoutError:
-            raise deadline_error(timeout) from None
+            addrs = await r.lookup()
+        except StatusError:
+            return  # keep the servers we know
+        if self._closing:
+            return
+        keep = [ep for ep in self._eps if ep.address in addrs]
+        gone = [ep for ep in self._eps if ep.address not in addrs]
+        known = {ep.address for ep in keep}
+        self._eps = keep + [self._make(a) for a in addrs if a not in known]
+        if self._last not in self._eps:
+            self._last = self._eps[0]
+        for ep in gone:
+            # Their calls in flight finish; no new ones go there, and
+            # close() closes them.
+            ep.removed = True
+            self._gone.append(ep)
 
-    async def _redial(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        while True:
-            if self._closing:
-                raise StatusError("unavailable", "the client was closed")
-            conn = self._conn
-            if not conn.closed and conn.goaway is None:
-                return conn
-            if self._dialing is not None:
-                await asyncio.shield(self._dialing)
+    def _pick(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The next server, round robin: one whose connection is up and not
+        draining, else one not backing off, else the next one."""
+        eps = self._eps
+        n = len(eps)
+        now = asyncio.get_running_loop().time()
+        fallback = None
+        for i in range(n):
+            k = (self._rr + i) % n
+            ep = eps[k]
+            if ep is avoid and n > 1:
                 continue
-            if loop.time() < self._retry_at and self._last_err is not None:
-                raise StatusError(self._last_err.code, self._last_err.message)
-            done = self._dialing = loop.create_future()
+            if ep.usable:
+                self._rr = (k + 1) % n
+                return ep
+            if fallback is None and not ep.backing_off(now):
+                fallback = k
+        if fallback is None:
+            fallback = self._rr % n
+            if eps[fallback] is avoid and n > 1:
+                fallback = (fallback + 1) % n
+        self._rr = (fallback + 1) % n
+        return eps[fallback]
+
+    async def _connection(self, ep: Endpoint, deadline: float | None, timeout: float | None) -> Connection:
+        """The connection of ep for a new call: the current one, or a new one."""
+        self._last = ep
+        if ep.usable and not self._closing:
+            assert ep.conn is not None
+            return ep.conn
+        try:
+            if deadline is None:
+                return await ep.connection(lambda: self._closing)
+            left = deadline - asyncio.get_running_loop().time()
             try:
-                transport, conn, cred = await self._dial()
-            except StatusError as e:
-                self._backoff = min(max(2 * self._backoff, _MIN_BACKOFF), _MAX_BACKOFF)
-                self._retry_at = loop.time() + self._backoff
-                self._last_err = e
-                raise
-            finally:
-                self._dialing = None
-                done.set_result(None)
-            self._backoff = 0.0
-            self._old = [(t, c) for t, c in self._old if not c.closed]
-            if not self._conn.closed:
-                self._old.append((self._transport, self._conn))
-            self._transport, self._conn, self.peer = transport, conn, cred
-            # close() waited for this attempt: it closes the new connection.
+                return await asyncio.wait_for(ep.connection(lambda: self._closing), max(left, 0))
+            except asyncio.TimeoutError:
+                raise deadline_error(timeout) from None
+        except StatusError:
+            if self._resolver is not None:
+                self._resolver.stale = True
+            raise
 
     async def call(
         self,
@@ -320,11 +368,23 @@ class Client:
             request = {}
         cd = pick(codec, request, response_type, self._codec)
         payload = cd.encode(request)
-        conn = self._conn
-        deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)
-        if conn.closed or conn.goaway is not None or self._closing:
-            conn = await self._connection(deadline, timeout)
-        st = await conn.open_stream(method, cd.id, 0, with_trace(metadata), payload, True, deadline=deadline, timeout=timeout)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + max(timeout, 0)
+        tries = max(2, len(self._eps))
+        ep = None
+        while True:
+            await self._refresh()
+            ep = self._pick(ep)
+            try:
+                return await self._invoke_on(ep, method, cd, payload, with_trace(metadata), deadline, timeout)
+            except StatusError as e:
+                tries -= 1
+                if not e.not_processed or tries <= 0 or self._closing or (deadline is not None and loop.time() >= deadline):
+                    raise
+
+    async def _invoke_on(self, ep: Endpoint, method: str, cd: Codec, payload: bytes, metadata: Metadata, deadline: float | None, timeout: float | None) -> Reply[Any]:
+        conn = await self._connection(ep, deadline, timeout)
+        st = await conn.open_stream(method, cd.id, 0, metadata, payload, True, deadline=deadline, timeout=timeout)
         data = await st.recv()
         if data is not None:
             end = await st.recv()
@@ -342,10 +402,9 @@ class Client:
         metadata = with_trace(metadata)  # the context of the call's creation
 
         async def opener() -> Stream:
-            conn = self._conn
-            deadline = None if timeout is None else conn.loop.time() + max(timeout, 0)
-            if conn.closed or conn.goaway is not None or self._closing:
-                conn = await self._connection(deadline, timeout)
+            deadline = None if timeout is None else asyncio.get_running_loop().time() + max(timeout, 0)
+            await self._refresh()
+            conn = await self._connection(self._pick(), deadline, timeout)
             return await conn.open_stream(method, cd.id, 0, metadata, payload, end, deadline=deadline, timeout=timeout)
 
         return opener
@@ -398,12 +457,11 @@ class Client:
 
     async def ping(self, timeout: float | None = 10) -> float:
         """Sends a PING and returns the round-trip time in seconds."""
-        conn = self._conn
-        loop = conn.loop
+        loop = asyncio.get_running_loop()
         t0 = loop.time()
         try:
-            if conn.closed or conn.goaway is not None or self._closing:
-                conn = await self._connection(None if timeout is None else t0 + timeout, timeout)
+            await self._refresh()
+            conn = await self._connection(self._pick(), None if timeout is None else t0 + timeout, timeout)
             await asyncio.wait_for(conn.ping(), None if timeout is None else max(t0 + timeout - loop.time(), 0))
         except asyncio.TimeoutError:
             raise StatusError("deadline_exceeded", "no answer to PING") from None
@@ -507,7 +565,12 @@ def connect(
     "default": the address ``warren serve`` listens on without --addr
     ($XDG_RUNTIME_DIR/warren/warren.sock, else warren-UID/warren.sock in
     the temporary directory; see :func:`default_address`), where the server
-    must run as this user (server_uid "same" unless given).
+    must run as this user (server_uid "same" unless given). Several
+    servers: addresses separated by commas, or ``dns:///host:port``, a
+    name resolved to ``tcp://`` addresses (``tls://`` with ssl or ca, the
+    certificate checked against host), resolved again every 30 s and
+    after a connection fails; see :class:`Client` for how calls are spread
+    and retried.
 
     codec is the calls' default codec ("json", "raw", "proto" or a Codec).
     token, for servers that require one (``warren serve`` on a network
@@ -523,8 +586,8 @@ def connect(
     frame size and per-stream window it announces. handshake_timeout
     (seconds) bounds connecting and the server's preface.
 
-    The connection is made before connect returns; after it is lost, the
-    next call dials again (see :class:`Client`).
+    The connections are made before connect returns (it fails when no
+    server answers); after one is lost, the next call there dials again.
 
     Raises ValueError for a bad address or option, StatusError
     (``unavailable``, or ``permission_denied`` for server_uid) when the
@@ -534,12 +597,17 @@ def connect(
     async def run() -> Client:
         nonlocal server_uid, token
         is_default = address == DEFAULT_ADDRESS
-        a = parse_address(default_address() if is_default else address)
+        dns = None
+        if is_default:
+            addrs = [parse_address(default_address())]
+        else:
+            addrs, dns = parse_target(address)
         if is_default and server_uid is None:
             server_uid = SAME_USER
-        if server_uid is not None and a.scheme != "unix":
+        if server_uid is not None and (dns is not None or any(a.scheme != "unix" for a in addrs)):
             raise ValueError("server_uid applies to unix sockets only")
-        ctx = make_ssl_context(ssl, ca, cert, key) if a.scheme in ("tls", "wss") else None
+        secure = ssl is not None or ca is not None or cert is not None
+        ctx = make_ssl_context(ssl, ca, cert, key) if dns is not None and secure or any(a.scheme in ("tls", "wss") for a in addrs) else None
         for name, v, lo, hi in (
             ("max_message_size", max_message_size, 1, 1 << 30),
             ("max_frame_size", max_frame_size, 1024, 16 << 20),
@@ -563,11 +631,11 @@ def connect(
         def factory() -> Connection:
             return Connection(max_message_size=max_message_size, max_frame_size=max_frame_size, initial_window=initial_window, metadata=base_md)
 
-        async def dial() -> tuple[Any, Connection, PeerCred | None]:
+        async def dial(a: Address, hostname: str | None) -> tuple[Any, Connection, PeerCred | None]:
             try:
                 transport, conn = await asyncio.wait_for(
                     open_transport(
-                        a, factory, ssl_ctx=ctx, server_hostname=server_hostname, ws_headers=headers,
+                        a, factory, ssl_ctx=ctx, server_hostname=hostname, ws_headers=headers,
                         ws_max_size=max(64 << 20, 16 * initial_window + (4 << 20)),
                     ),
                     handshake_timeout,
@@ -597,6 +665,31 @@ def connect(
                 raise
             return transport, conn, cred
 
-        return Client(dial, a, codec, await dial())
+        def make(a: Address, hostname: str | None = server_hostname) -> Endpoint:
+            return Endpoint(a, lambda: dial(a, hostname))
+
+        resolver = None
+        if dns is not None:
+            host, port = dns
+            resolver = Resolver(host, port, "tls" if ctx is not None else "tcp")
+            addrs = await resolver.lookup()
+            eps = [make(a, server_hostname or host) for a in addrs]
+            mk: Callable[[Address], Endpoint] = lambda a: make(a, server_hostname or host)  # noqa: E731
+        else:
+            eps = [make(a) for a in addrs]
+            mk = make
+        # Every server is dialed; connect fails only when none answers.
+        got = await asyncio.gather(*(ep.connection(lambda: False) for ep in eps), return_exceptions=True)
+        errs = [e for e in got if isinstance(e, BaseException)]
+        if len(errs) == len(got):
+            for e in errs:
+                if not isinstance(e, StatusError):
+                    raise e
+            raise errs[0]
+        up = next(ep for ep, g in zip(eps, got) if not isinstance(g, BaseException))
+        c = Client(eps, codec, resolver, mk)
+        c._last = up
+        return c
+
 
     return _Connector(run)

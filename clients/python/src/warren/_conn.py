@@ -396,7 +396,7 @@ class Connection(asyncio.Protocol):
         self.goaway = (last, code, msg)
         why = "the server is going away" + (f": {msg}" if msg else "")
         for st in [s for s in self.streams.values() if s.id > last]:
-            st.fail(StatusError("unavailable", why + " (the call was not processed; it may be retried)"))
+            st.fail(StatusError("unavailable", why + " (the call was not processed; it may be retried)", not_processed=True))
         ws, self.slot_waiters = self.slot_waiters, deque()
         for f in ws:
             if not f.done():
@@ -500,7 +500,7 @@ class Connection(asyncio.Protocol):
         if self.open >= self.peer.max_streams:
             await self._wait_slot(deadline, timeout)
         if self.goaway is not None:
-            raise StatusError("unavailable", "the server is going away" + (f": {self.goaway[2]}" if self.goaway[2] else "") + "; no new calls on this connection")
+            raise StatusError("unavailable", "the server is going away" + (f": {self.goaway[2]}" if self.goaway[2] else "") + "; no new calls on this connection", not_processed=True)
         if deadline is not None:
             left = deadline - self.loop.time()
             if left <= 0:

@@ -39,7 +39,10 @@ class StatusError(Exception):
     its number, ``message`` the text for people, ``details`` the error
     details decoded with the call's codec (JSON values for JSON calls, bytes
     otherwise or when a detail is not JSON), ``raw_details`` the same as sent,
-    and ``trailer`` the trailing metadata, if any.
+    and ``trailer`` the trailing metadata, if any. ``not_processed`` is
+    True when the call provably never ran (PROTOCOL.md, "Retry rule"):
+    refused above a GOAWAY's last stream id, or never sent because no
+    connection could be made; it may be sent again, whatever it does.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class StatusError(Exception):
         *,
         raw_details: list[bytes] | None = None,
         trailer: dict[str, list[str]] | None = None,
+        not_processed: bool = False,
     ) -> None:
         if isinstance(code, int):
             self.code_num = code if 0 <= code < len(CODE_NAMES) else CODES["unknown"]
@@ -63,6 +67,7 @@ class StatusError(Exception):
         self.details: list[Any] = list(details or [])
         self.raw_details: list[bytes] = list(raw_details or [])
         self.trailer: dict[str, list[str]] = trailer or {}
+        self.not_processed = not_processed
         super().__init__(f"{self.code}: {message}" if message else self.code)
 
     def __repr__(self) -> str:

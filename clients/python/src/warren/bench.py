@@ -14,9 +14,10 @@ it.
 
 compares the codecs instead, by name with JSON against the generated typed
 clients (clients/python/gen) with protobuf binary: `warren serve`'s
-Counter.Set with a name of --size bytes, and the test server's
-warren.test.v1.Everything.Echo with a message of mixed fields (1,019 bytes
-in protobuf binary). It needs the protobuf package.
+Counter.Set with a name of --size bytes (at most 256, the limit of a
+counter name), and the test server's warren.test.v1.Everything.Echo with a
+message of mixed fields (1,019 bytes in protobuf binary) and with one
+string of --size bytes. It needs the protobuf package.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ async def run_codec(address: str, case: str, gen: Path, size: int, concurrency: 
             import counter_pb2  # type: ignore[import-not-found,unused-ignore]
             import counter_warren  # type: ignore[import-not-found,unused-ignore]
 
-            name = "x" * size
+            name = "x" * min(size, 256)  # counter names are bounded at 256 bytes
             if case == "set-json":
                 req = {"name": name, "value": 1}
                 call = lambda: c.call("Counter.Set", req)  # noqa: E731
@@ -141,8 +142,13 @@ async def run_codec(address: str, case: str, gen: Path, size: int, concurrency: 
             import everything_warren  # type: ignore[import-not-found,unused-ignore]
             from google.protobuf import json_format
 
-            msg = mixed_message(gen)
-            if case == "echo-json":
+            if case.startswith("str"):
+                import everything_pb2  # type: ignore[import-not-found,unused-ignore]
+
+                msg = everything_pb2.All(strings="x" * size)
+            else:
+                msg = mixed_message(gen)
+            if case.endswith("json"):
                 d = json_format.MessageToDict(msg)
                 call = lambda: c.call("warren.test.v1.Everything.Echo", d)  # noqa: E731
             else:
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["warren", "grpc"], help="run one system")
     ap.add_argument("--repo", type=Path, help="the warren repository (default: found from the current directory)")
     ap.add_argument("--profile", action="store_true", help="profile warren's client with cProfile and print the top functions")
-    ap.add_argument("--codecs", action="store_true", help="compare JSON with the generated protobuf client on warren serve's Counter.Set")
+    ap.add_argument("--codecs", action="store_true", help="compare JSON with the generated protobuf clients (Counter.Set, Everything.Echo)")
     a = ap.parse_args(argv)
 
     repo = a.repo or find_repo(Path.cwd()) or find_repo(Path(__file__).resolve())
@@ -266,10 +272,12 @@ def codecs(a: argparse.Namespace, repo: Path, tmp: Path, procs: list[Proc]) -> i
     procs.append(Proc([str(tmp / "testserver"), "-addr", test, "-stdin"]))
     gen = repo / "clients" / "python" / "gen"
     names = {
-        "set-json": f"Counter.Set ({a.size}-byte name) by name, JSON",
-        "set-proto": f"Counter.Set ({a.size}-byte name), generated client, protobuf",
+        "set-json": f"Counter.Set ({min(a.size, 256)}-byte name) by name, JSON",
+        "set-proto": f"Counter.Set ({min(a.size, 256)}-byte name), generated client, protobuf",
         "echo-json": "Everything.Echo (1,019-byte mixed message) by name, JSON",
         "echo-proto": "Everything.Echo (1,019-byte mixed message), generated client, protobuf",
+        "str-json": f"Everything.Echo (one {a.size}-byte string) by name, JSON",
+        "str-proto": f"Everything.Echo (one {a.size}-byte string), generated client, protobuf",
     }
     results: dict[str, list[float]] = {k: [] for k in names}
     for _ in range(a.rounds):
@@ -285,7 +293,8 @@ def codecs(a: argparse.Namespace, repo: Path, tmp: Path, procs: list[Proc]) -> i
     for k, v in names.items():
         print(f"| {v} | {med[k]:,.0f} |")
     print()
-    print(f"protobuf / JSON calls/s: Counter.Set {med['set-proto'] / med['set-json']:.2f}x, Everything.Echo {med['echo-proto'] / med['echo-json']:.2f}x")
+    print(f"protobuf / JSON calls/s: Counter.Set {med['set-proto'] / med['set-json']:.2f}x, "
+          f"Everything.Echo mixed {med['echo-proto'] / med['echo-json']:.2f}x, string {med['str-proto'] / med['str-json']:.2f}x")
     return 0
 
 
