@@ -1,31 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/warrenipc/warren/internal/fleet"
 )
-
-// appliedRecord is serve's last log record in JSON.
-type appliedRecord struct {
-	Msg   string `json:"msg"`
-	Calls int64  `json:"calls"`
-	Sum   int64  `json:"sum"`
-}
-
-// parseApplied finds the "counter increments applied" record in serve's
-// JSON log.
-func parseApplied(t *testing.T, stderr string) (appliedRecord, bool) {
-	t.Helper()
-	for _, line := range strings.Split(stderr, "\n") {
-		var r appliedRecord
-		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "counter increments applied" {
-			return r, true
-		}
-	}
-	return appliedRecord{}, false
-}
 
 // TestServeReportsIncrements: serve's last record gives the Inc calls it
 // applied and their sum, counting warren and HTTP calls and not the ones
@@ -48,7 +29,7 @@ func TestServeReportsIncrements(t *testing.T) {
 	if code := s.wait(); code != 0 {
 		t.Fatalf("serve exit %d; stderr:\n%s", code, s.stderr)
 	}
-	got, ok := parseApplied(t, s.stderr.String())
+	got, ok := fleet.ParseApplied(s.stderr.String())
 	if !ok || got.Calls != 3 || got.Sum != 8 {
 		t.Fatalf("exit record %+v (found %v), want calls 3, sum 8; stderr:\n%s", got, ok, s.stderr)
 	}

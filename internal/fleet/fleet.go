@@ -1,0 +1,165 @@
+// Package fleet runs `warren serve` processes for the tests that put load
+// balancers in front of several servers and restart them: it builds the
+// binary, starts a server (optionally through a prefix such as
+// "ip netns exec NS"), stops it with SIGTERM and reads the increments it
+// reports as it exits ("counter increments applied").
+package fleet
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build builds cmd/warren (its directory given as pkg, e.g. "../../cmd/warren")
+// into a temporary directory and returns the binary's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "warren")
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Applied is what a server reported as it exited.
+type Applied struct {
+	Calls int64 `json:"calls"` // Counter.Inc calls applied
+	Sum   int64 `json:"sum"`   // the sum they added
+}
+
+// ParseApplied finds the "counter increments applied" record in a JSON log
+// (serve --log-format json).
+func ParseApplied(log string) (Applied, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var r struct {
+			Msg string `json:"msg"`
+			Applied
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "counter increments applied" {
+			return r.Applied, true
+		}
+	}
+	return Applied{}, false
+}
+
+// Server is a running `warren serve`.
+type Server struct {
+	Addr   string // as it printed: tcp://host:port
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr strings.Builder
+	done   chan struct{}
+	err    error
+}
+
+type lockedWriter struct{ s *Server }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.stderr.Write(p)
+}
+
+// Stderr returns what the server wrote on stderr so far.
+func (s *Server) Stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// Start runs prefix, bin, "serve", "--log-format", "json", args... and
+// waits for "listening on ADDR". The process is killed at the end of the
+// test if it still runs.
+func Start(t testing.TB, prefix []string, bin string, args ...string) *Server {
+	t.Helper()
+	argv := append(append(append([]string{}, prefix...), bin, "serve", "--log-format", "json"), args...)
+	s := &Server{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
+	s.cmd.Stderr = lockedWriter{s}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	select {
+	case l, ok := <-lines:
+		if a, found := strings.CutPrefix(l, "listening on "); ok && found {
+			s.Addr = a
+			return s
+		}
+		<-s.done
+		t.Fatalf("%s: printed %q, not \"listening on ADDR\"; stderr:\n%s", s.cmd, l, s.Stderr())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: not listening after 20 s; stderr:\n%s", s.cmd, s.Stderr())
+	}
+	return nil
+}
+
+// HostPort returns the server's address without its scheme.
+func (s *Server) HostPort() string { return strings.TrimPrefix(s.Addr, "tcp://") }
+
+// Stop sends SIGTERM, waits for the process to exit (20 s at most) and
+// returns what it reported. A server that does not exit 0 or reports
+// nothing is an error.
+func (s *Server) Stop() (Applied, error) {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		return Applied{}, fmt.Errorf("%s did not exit within 20 s of SIGTERM; stderr:\n%s", s.Addr, s.Stderr())
+	}
+	if s.err != nil {
+		return Applied{}, fmt.Errorf("%s: %v; stderr:\n%s", s.Addr, s.err, s.Stderr())
+	}
+	a, ok := ParseApplied(s.Stderr())
+	if !ok {
+		return Applied{}, fmt.Errorf("%s exited without its \"counter increments applied\" record; stderr:\n%s", s.Addr, s.Stderr())
+	}
+	return a, nil
+}
