@@ -14,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenipc/warren/internal/testutil"
 )
 
 // Build builds cmd/warren (its directory given as pkg, e.g. "../../cmd/warren")
@@ -67,26 +68,13 @@ func ParseApplied(log string) (Applied, bool) {
 type Server struct {
 	Addr   string // as it printed: tcp://host:port
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr strings.Builder
+	stderr testutil.SyncBuffer
 	done   chan struct{}
 	err    error
 }
 
-type lockedWriter struct{ s *Server }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return w.s.stderr.Write(p)
-}
-
 // Stderr returns what the server wrote on stderr so far.
-func (s *Server) Stderr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.String()
-}
+func (s *Server) Stderr() string { return s.stderr.String() }
 
 // Start runs prefix, bin, "serve", "--log-format", "json", args... and
 // waits for "listening on ADDR". The process is killed at the end of the
@@ -96,7 +84,7 @@ func Start(t testing.TB, prefix []string, bin string, args ...string) *Server {
 	argv := append(append(append([]string{}, prefix...), bin, "serve", "--log-format", "json"), args...)
 	s := &Server{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
-	s.cmd.Stderr = lockedWriter{s}
+	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +130,23 @@ func Start(t testing.TB, prefix []string, bin string, args ...string) *Server {
 // HostPort returns the server's address without its scheme.
 func (s *Server) HostPort() string { return strings.TrimPrefix(s.Addr, "tcp://") }
 
+// CheckSum fails the test unless every server applied some calls and their
+// sums add up to want, the increments callers saw succeed. It logs each.
+func CheckSum(t testing.TB, applied []Applied, want int64) {
+	t.Helper()
+	var sum int64
+	for i, a := range applied {
+		t.Logf("w%d applied %d increments", i+1, a.Sum)
+		if a.Calls == 0 {
+			t.Errorf("w%d got no call: the calls were not spread", i+1)
+		}
+		sum += a.Sum
+	}
+	if sum != want {
+		t.Fatalf("the servers applied %d increments; %d calls succeeded", sum, want)
+	}
+}
+
 // Stop sends SIGTERM, waits for the process to exit (20 s at most) and
 // returns what it reported. A server that does not exit 0 or reports
 // nothing is an error.
@@ -162,4 +167,83 @@ func (s *Server) Stop() (Applied, error) {
 		return Applied{}, fmt.Errorf("%s exited without its \"counter increments applied\" record; stderr:\n%s", s.Addr, s.Stderr())
 	}
 	return a, nil
+}
+
+// Replace returns text with each pair's first string replaced by its
+// second, failing the test unless each first string occurs exactly once
+// (so that a configuration file and its test cannot drift apart).
+func Replace(t testing.TB, text string, pairs ...[2]string) string {
+	t.Helper()
+	for _, p := range pairs {
+		if n := strings.Count(text, p[0]); n != 1 {
+			t.Fatalf("the configuration has %q %d times, want once", p[0], n)
+		}
+		text = strings.Replace(text, p[0], p[1], 1)
+	}
+	return text
+}
+
+// RequireTool returns the path of a program, skipping the test without it,
+// or failing it when WARREN_REQUIRE_TOOLS is set (CI).
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("WARREN_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%s is required (WARREN_REQUIRE_TOOLS is set): %v", name, err)
+		}
+		t.Skipf("%s not installed (apt-get install %s)", name, name)
+	}
+	return p
+}
+
+// Proc is a load balancer (or any helper program) run in the foreground.
+type Proc struct {
+	cmd  *exec.Cmd
+	out  testutil.SyncBuffer
+	done chan struct{}
+}
+
+// StartProc starts argv with its output collected, and stops it with
+// stopSig (then SIGKILL after 10 s) at the end of the test.
+func StartProc(t testing.TB, stopSig syscall.Signal, argv ...string) *Proc {
+	t.Helper()
+	p := &Proc{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(stopSig)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Output returns what the process wrote so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// WaitDial waits until dial succeeds (10 s at most), failing the test if
+// the process exits first.
+func (p *Proc) WaitDial(t testing.TB, dial func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if dial() == nil {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited: %s", p.cmd, p.Output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen after 10 s: %s", p.cmd, p.Output())
+		}
+	}
 }
