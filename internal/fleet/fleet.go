@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -244,6 +245,41 @@ func (p *Proc) WaitDial(t testing.TB, dial func() error) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s does not listen after 10 s: %s", p.cmd, p.Output())
+		}
+	}
+}
+
+// DrainsHTTP2 reports whether s sends an HTTP/2 GOAWAY to an idle h2c
+// connection when it is stopped with SIGTERM: the drain that lets an HTTP/2
+// load balancer (nginx, HAProxy in mode http) tell the calls a server will
+// finish from the ones it refused unprocessed. It stops s.
+func (s *Server) DrainsHTTP2(t testing.TB) bool {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", s.HostPort(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The client preface and an empty SETTINGS frame.
+	if _, err := c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	var head [9]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil || head[3] != 0x4 {
+		t.Fatalf("%s does not answer an h2c preface with SETTINGS: % x, %v", s.Addr, head, err)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, err := io.CopyN(io.Discard, r, int64(head[0])<<16|int64(head[1])<<8|int64(head[2])); err != nil {
+			return false
+		}
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return false
+		}
+		if head[3] == 0x7 { // GOAWAY
+			return true
 		}
 	}
 }

@@ -49,3 +49,16 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("%+v, %v; want 4 calls", a, err)
 	}
 }
+
+// TestDrainsHTTP2 runs the probe: whatever it finds, it must find it
+// without hanging, and the server must still exit.
+func TestDrainsHTTP2(t *testing.T) {
+	bin := Build(t, "../../cmd/warren")
+	s := Start(t, nil, bin, "--addr", fmt.Sprintf("tcp://127.0.0.1:%d", FreePort(t)), "--token", "fleet-test-token")
+	t.Logf("warren serve sends an HTTP/2 GOAWAY when it drains: %v", s.DrainsHTTP2(t))
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not exit after SIGTERM")
+	}
+}

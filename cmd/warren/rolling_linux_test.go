@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/fleet"
+	"github.com/warrenipc/warren/internal/grpcunary"
+	"github.com/warrenipc/warren/rpc"
+	"github.com/warrenipc/warren/status"
+)
+
+// The rolling-restart test: three `warren serve` processes in the server's
+// namespace, 32 callers in the client's making Counter.Inc calls through a
+// load balancer (HAProxy, nginx) or the Go client's own balancing, while
+// each server is stopped with SIGTERM and started again, one after another,
+// twice. No call may fail except by its own deadline, and the increments
+// the servers report as they exit ("counter increments applied") must add
+// up to the calls the callers saw succeed: nothing lost, nothing applied
+// twice.
+
+const (
+	rollingToken   = "rolling-restart-test-token-01234"
+	rollingCallers = 32
+	rollingRounds  = 2
+	rollingDL      = 5 * time.Second // each call's deadline
+)
+
+// rollingReport is what the callers' process prints when told to stop.
+type rollingReport struct {
+	Calls    int64    `json:"calls"`    // calls made (not counting retries)
+	OK       int64    `json:"ok"`       // succeeded
+	Retried  int64    `json:"retried"`  // retried by the caller as never processed
+	Deadline int64    `json:"deadline"` // failed by their own deadline
+	Failed   int64    `json:"failed"`   // failed otherwise: visible failures
+	Errors   []string `json:"errors"`   // the first few failures
+}
+
+// TestRollingRestart runs the three paths over one set of namespaces.
+func TestRollingRestart(t *testing.T) {
+	needNetns(t)
+	haproxy := requireTool(t, "haproxy")
+	nginx := requireTool(t, "nginx")
+	l := newVethLink(t)
+	cliNS := nsArgv(l.cli)
+	var addrs []string
+	for i := range 3 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", l.srvIP, 7101+i))
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+
+	// HAProxy and nginx run in the client's namespace, in front of the
+	// servers across the veth pair.
+	hpCfg := filepath.Join(dir, "haproxy.cfg")
+	const hpGRPC, hpTCP, ngGRPC = "127.0.0.1:8080", "127.0.0.1:7000", "127.0.0.1:8081"
+	if err := os.WriteFile(hpCfg, []byte(fleet.HAProxyConfig(t, "../../examples/haproxy/haproxy.cfg", addrs, hpGRPC, hpTCP, rollingToken)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hp := fleet.StartProc(t, syscall.SIGUSR1, append(cliNS, haproxy, "-db", "-f", hpCfg)...)
+	ng := startRollingNginx(t, nginx, dir, cliNS, addrs, ngGRPC)
+	for _, p := range []struct {
+		proc *fleet.Proc
+		addr string
+	}{{hp, hpTCP}, {hp, hpGRPC}, {ng, ngGRPC}} {
+		p.proc.WaitDial(t, func() error {
+			host, port, _ := strings.Cut(p.addr, ":")
+			_, err := ipCmd(append(cliNS, "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", host, port))...)
+			return err
+		})
+	}
+
+	paths := []struct {
+		name, proto, addr string
+		lbLog             func() string
+	}{
+		{"haproxy-tcp", "warren", "tcp://" + hpTCP, hp.Output},
+		{"nginx-grpc", "grpc", ngGRPC, func() string {
+			a, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+			e, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			return string(e) + string(a)
+		}},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			if p.proto == "grpc" {
+				requireHTTP2Drain(t)
+			}
+			rollingPath(t, l, addrs, p.proto, p.addr, p.lbLog)
+		})
+	}
+}
+
+// requireHTTP2Drain skips a gRPC path unless `warren serve` sends an
+// HTTP/2 GOAWAY when it drains: without it, a load balancer that speaks
+// HTTP/2 to the servers cannot tell a call refused unprocessed from one cut
+// off, and calls fail (issue 29, "Shutdown that drains", over HTTP/2).
+func requireHTTP2Drain(t *testing.T) {
+	s := fleet.Start(t, nil, warrenBin, "--addr", fmt.Sprintf("tcp://127.0.0.1:%d", fleet.FreePort(t)), "--token", rollingToken)
+	if !s.DrainsHTTP2(t) {
+		t.Skip("warren serve closes HTTP/2 connections at shutdown without a GOAWAY: a gRPC load balancer in front cannot retry safely (PROTOCOL.md, issue 29)")
+	}
+}
+
+// startRollingNginx starts nginx with examples/nginx/grpc.conf in ns.
+func startRollingNginx(t *testing.T, nginx, dir string, ns, addrs []string, listen string) *fleet.Proc {
+	tmp := filepath.Join(dir, "nginx-tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o777)
+	include := filepath.Join(dir, "grpc.conf")
+	if err := os.WriteFile(include, []byte(fleet.NginxGRPCConfig(t, "../../examples/nginx/grpc.conf", addrs, listen)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(fleet.NginxMain("user nobody nogroup;", dir, tmp, include, `$status $upstream_addr`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")}
+	if out, err := ipCmd(append(append(append([]string{}, ns...), args...), "-t")...); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	return fleet.StartProc(t, syscall.SIGQUIT, append(append([]string{}, ns...), args...)...)
+}
+
+// rollingPath starts the servers and the callers, restarts each server
+// twice, stops everything and checks the sums.
+func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string, lbLog func() string) {
+	srvNS := nsArgv(l.srv)
+	start := func(i int) *fleet.Server {
+		s := fleet.Start(t, srvNS, warrenBin, "--addr", "tcp://"+addrs[i], "--token", rollingToken)
+		// Inc does not create a counter: the test creates it on each new
+		// process before the load balancer puts it back in rotation (Set
+		// does not count as an increment).
+		if r := l.run(t, l.cli, "call", "--token", rollingToken, s.Addr, "Counter.Set", `{"name":"c"}`); r.code != 0 {
+			t.Fatalf("Set on a new server: %s", r)
+		}
+		return s
+	}
+	servers := []*fleet.Server{start(0), start(1), start(2)}
+	var applied []fleet.Applied
+	stop := func(i int) {
+		a, err := servers[i].Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied = append(applied, a)
+	}
+	logBefore := len(lbLog())
+
+	env := cmdEnv(t, "WARREN_NETNS_HELPER=rolling", "WARREN_HELPER_ADDR="+target, "WARREN_HELPER_PROTO="+proto)
+	c := l.start(t, l.cli, env, os.Args[0], "-test.run=^TestNetnsHelper$")
+	if line := c.line(); line != "calling" {
+		t.Fatalf("callers: %q; stderr:\n%s", line, c.stderr)
+	}
+	time.Sleep(500 * time.Millisecond)
+	begin := time.Now()
+	for range rollingRounds {
+		for i := range servers {
+			stop(i)
+			servers[i] = start(i)
+			// Long enough for the load balancer to take it back (HAProxy:
+			// two checks 500 ms apart) before the next one stops.
+			time.Sleep(1500 * time.Millisecond)
+		}
+	}
+	restarts := time.Since(begin)
+	c.signal(syscall.SIGUSR1)
+	var rep rollingReport
+	if err := json.Unmarshal([]byte(c.line()), &rep); err != nil {
+		t.Fatalf("callers' report: %v; stderr:\n%s", err, c.stderr)
+	}
+	c.wait()
+	for i := range servers {
+		stop(i)
+	}
+	var sum, servedCalls int64
+	for _, a := range applied {
+		sum += a.Sum
+		servedCalls += a.Calls
+	}
+	lbRetried := lbRetries(lbLog()[logBefore:])
+	t.Logf("%s: %d restarts in %v; calls made %d, succeeded %d, retried by the callers %d, by the load balancer %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
+		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, lbRetried, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
+	if rep.Failed != 0 {
+		t.Errorf("%d calls failed visibly, for example: %q", rep.Failed, rep.Errors)
+		t.Logf("the load balancer's log says:\n%s", lbErrors(lbLog()[logBefore:]))
+	}
+	if rep.OK == 0 || rep.Calls != rep.OK+rep.Deadline+rep.Failed {
+		t.Errorf("calls do not add up: %+v", rep)
+	}
+	if rep.Deadline == 0 && sum != rep.OK {
+		t.Errorf("the servers applied %d increments; the callers saw %d succeed", sum, rep.OK)
+	}
+	if rep.Deadline != 0 && (sum < rep.OK || sum > rep.OK+rep.Deadline) {
+		// A call that failed by its deadline may or may not have run.
+		t.Errorf("the servers applied %d increments; the callers saw %d succeed and %d time out", sum, rep.OK, rep.Deadline)
+	}
+}
+
+// lbRetries counts the calls a load balancer's log shows it sent to a
+// second server: HAProxy's tcplog retries field ("+N" when redispatched),
+// nginx's $upstream_addr listing more than one server.
+func lbRetries(log string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case strings.Contains(line, ", "):
+			n++
+		case len(f) > 8 && strings.Contains(line, "warren_tcp/"):
+			// ... actconn/feconn/beconn/srv_conn/retries srv_queue/backend_queue
+			c := strings.Split(f[len(f)-2], "/")
+			if len(c) == 5 && c[4] != "0" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// lbErrors returns the first lines of a load balancer's log that report an
+// error.
+func lbErrors(log string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if len(out) < 12 && (strings.Contains(line, "[error]") || strings.Contains(line, "[warn]") || strings.Contains(line, " 50")) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// helperRolling runs rollingCallers callers against addr until SIGUSR1,
+// then prints a rollingReport and exits. proto is "warren" (a warren
+// client per caller, over TCP: one connection each) or "grpc" (a gRPC
+// client per caller over h2c).
+func helperRolling(addr string) error {
+	stopSig := make(chan os.Signal, 1)
+	signal.Notify(stopSig, syscall.SIGUSR1)
+	var rep rollingReport
+	var calls, ok, retried, deadline, failed atomic.Int64
+	var mu sync.Mutex
+	fail := func(err error) {
+		failed.Add(1)
+		mu.Lock()
+		if len(rep.Errors) < 5 {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+		mu.Unlock()
+	}
+	inc, closeAll, err := rollingClients(os.Getenv("WARREN_HELPER_PROTO"), addr)
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range rollingCallers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				calls.Add(1)
+				ctx, cancel := context.WithTimeout(context.Background(), rollingDL)
+				for {
+					err := inc[i](ctx)
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case ctx.Err() != nil:
+						deadline.Add(1)
+					case neverProcessed(err):
+						retried.Add(1)
+						time.Sleep(20 * time.Millisecond)
+						continue
+					default:
+						fail(err)
+					}
+					break
+				}
+				cancel()
+			}
+		}()
+	}
+	fmt.Println("calling")
+	<-stopSig
+	close(stop)
+	wg.Wait()
+	closeAll()
+	rep.Calls, rep.OK, rep.Retried, rep.Deadline, rep.Failed = calls.Load(), ok.Load(), retried.Load(), deadline.Load(), failed.Load()
+	b, _ := json.Marshal(rep)
+	fmt.Println(string(b))
+	os.Exit(0)
+	return nil
+}
+
+// neverProcessed reports a warren call the server refused unprocessed
+// because it was draining (PROTOCOL.md's retry rule): the client retries
+// such a call once on a new connection by itself; this is a second refusal.
+func neverProcessed(err error) bool {
+	var ga *rpc.GoAwayError
+	return errors.As(err, &ga) && (ga.Code == status.OK || ga.Code == status.Unavailable)
+}
+
+// rollingClients returns one Counter.Inc function per caller.
+func rollingClients(proto, addr string) (inc []func(context.Context) error, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for range rollingCallers {
+		switch proto {
+		case "warren":
+			c, err := rpc.Dial(addr, &rpc.ClientOptions{Token: rollingToken, WaitForReady: true,
+				MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			cc := counter.NewCounterClient(c)
+			closers = append(closers, func() { c.Close() })
+			inc = append(inc, func(ctx context.Context) error {
+				_, err := cc.Inc(ctx, &counter.IncRequest{Name: "c"})
+				return err
+			})
+		case "grpc":
+			g := grpcunary.New(addr, http.Header{"Authorization": {"Bearer " + rollingToken}})
+			closers = append(closers, g.Close)
+			inc = append(inc, func(ctx context.Context) error {
+				return g.Call(ctx, "/warren.counter.v1.Counter/Inc", &counter.IncRequest{Name: "c"}, &counter.Entry{})
+			})
+		default:
+			return nil, nil, fmt.Errorf("unknown WARREN_HELPER_PROTO %q", proto)
+		}
+	}
+	return inc, closeAll, nil
+}
