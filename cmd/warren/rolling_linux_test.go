@@ -154,8 +154,11 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 	}
 	servers := []*fleet.Server{start(0), start(1), start(2)}
 	var applied []fleet.Applied
+	var slowest time.Duration // the longest drain, SIGTERM to exit
 	stop := func(i int) {
+		t0 := time.Now()
 		a, err := servers[i].Stop()
+		slowest = max(slowest, time.Since(t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,8 +198,8 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 		servedCalls += a.Calls
 	}
 	lbRetried := lbRetries(lbLog()[logBefore:])
-	t.Logf("%s: %d restarts in %v; calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
-		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
+	t.Logf("%s: %d restarts in %v (the longest drain %v); calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
+		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), slowest.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
 	if rep.Failed != 0 {
 		t.Errorf("%d calls failed visibly, for example: %q", rep.Failed, rep.Errors)
 		t.Logf("the load balancer's log says:\n%s", lbErrors(lbLog()[logBefore:]))
