@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,6 +22,7 @@ import (
 	"github.com/warrenipc/warren/internal/grpcunary"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
+	"github.com/warrenipc/warren/transport"
 )
 
 // The rolling-restart test: three `warren serve` processes in the server's
@@ -46,6 +48,7 @@ type rollingReport struct {
 	OK       int64    `json:"ok"`       // succeeded
 	Retried  int64    `json:"retried"`  // retried by the caller as never processed
 	Fresh    int64    `json:"fresh"`    // retried after NotFound from a server whose counter was not yet created
+	Dials    int64    `json:"dials"`    // connections the warren clients made (reconnections included)
 	Deadline int64    `json:"deadline"` // failed by their own deadline
 	Failed   int64    `json:"failed"`   // failed otherwise: visible failures
 	Errors   []string `json:"errors"`   // the first few failures
@@ -199,8 +202,8 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 		servedCalls += a.Calls
 	}
 	lbRetried := lbRetries(lbLog()[logBefore:])
-	t.Logf("%s: %d restarts in %v (the longest drain %v); calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
-		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), slowest.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
+	t.Logf("%s: %d restarts in %v (the longest drain %v); calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, connections made by warren clients %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
+		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), slowest.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Dials, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
 	if rep.Failed != 0 {
 		t.Errorf("%d calls failed visibly, for example: %q", rep.Failed, rep.Errors)
 		t.Logf("the load balancer's log says:\n%s", lbErrors(lbLog()[logBefore:]))
@@ -268,7 +271,8 @@ func helperRolling(addr string) error {
 		}
 		mu.Unlock()
 	}
-	inc, closeAll, err := rollingClients(os.Getenv("WARREN_HELPER_PROTO"), addr)
+	var dials atomic.Int64
+	inc, closeAll, err := rollingClients(os.Getenv("WARREN_HELPER_PROTO"), addr, &dials)
 	if err != nil {
 		return err
 	}
@@ -321,6 +325,7 @@ func helperRolling(addr string) error {
 	wg.Wait()
 	closeAll()
 	rep.Calls, rep.OK, rep.Retried, rep.Fresh, rep.Deadline, rep.Failed = calls.Load(), ok.Load(), retried.Load(), fresh.Load(), deadline.Load(), failed.Load()
+	rep.Dials = dials.Load()
 	b, _ := json.Marshal(rep)
 	fmt.Println(string(b))
 	os.Exit(0)
@@ -336,7 +341,17 @@ func neverProcessed(err error) bool {
 }
 
 // rollingClients returns one Counter.Inc function per caller.
-func rollingClients(proto, addr string) (inc []func(context.Context) error, closeAll func(), err error) {
+func rollingClients(proto, addr string, dials *atomic.Int64) (inc []func(context.Context) error, closeAll func(), err error) {
+	// Every connection a warren client makes, counted: the reconnections
+	// after drains are what the client's own retries ride on.
+	dialer := func(ctx context.Context, a string) (net.Conn, error) {
+		dials.Add(1)
+		c, err := transport.Dial(ctx, a, nil)
+		if c == nil {
+			return nil, err
+		}
+		return c, err
+	}
 	var closers []func()
 	closeAll = func() {
 		for _, c := range closers {
@@ -346,7 +361,7 @@ func rollingClients(proto, addr string) (inc []func(context.Context) error, clos
 	for range rollingCallers {
 		switch proto {
 		case "warren":
-			c, err := rpc.Dial(addr, &rpc.ClientOptions{Token: rollingToken, WaitForReady: true,
+			c, err := rpc.Dial(addr, &rpc.ClientOptions{Token: rollingToken, WaitForReady: true, Dialer: dialer,
 				MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 			if err != nil {
 				closeAll()
