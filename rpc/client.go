@@ -8,11 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/warrenipc/warren/codec"
+	"github.com/warrenipc/warren/internal/balance"
 	"github.com/warrenipc/warren/internal/mux"
 	"github.com/warrenipc/warren/internal/pool"
 	"github.com/warrenipc/warren/status"
@@ -21,7 +20,7 @@ import (
 )
 
 // ErrClientClosed is returned by calls on a closed client.
-var ErrClientClosed = errors.New("warren: client closed")
+var ErrClientClosed = balance.ErrClosed
 
 // UnaryInvoker performs a unary call; interceptors call it to continue.
 type UnaryInvoker func(ctx context.Context, method string, req, resp any, opts ...CallOption) error
@@ -70,37 +69,44 @@ type ClientOptions struct {
 	// on one connection; 0 means 1 GiB.
 	SharedThreshold int
 	MaxSharedBytes  int64
+	// Balancer chooses the server of each call when there are several:
+	// "round_robin" (the default: each in turn) or "least_outstanding"
+	// (the one with the fewest calls in flight, a stream until it ends).
+	Balancer string
 }
 
-// Client calls methods on one server address over a single multiplexed
-// connection, which it opens on first use and reopens with backoff after a
-// failure.
+// Client calls methods on a service: one server address, several, or a
+// DNS name (see Dial), over a multiplexed connection per server, which it
+// opens on first use and reopens with backoff after a failure.
 type Client struct {
 	addr  string
 	opts  ClientOptions
 	chain UnaryInvoker
-
-	cur atomic.Pointer[mux.Session] // sess, read without mu by calls
-
-	mu       sync.Mutex // protects following
-	sess     *mux.Session
-	dialing  chan struct{} // closed when the attempt in progress ends
-	lastErr  error         // error of the last failed attempt
-	retryAt  time.Time     // no new attempt before this
-	backoff  time.Duration
-	closed   bool
-	sessions []*mux.Session // every session opened, closed by Close
+	pool  *balance.Pool
 }
 
-// Dial returns a client for addr (see transport.ParseAddr). It does not
-// connect: the connection is made on first use.
+// Dial returns a client for addr: a warren address (see
+// transport.ParseAddr), several separated by commas, or dns:///HOST:PORT,
+// a name resolved to tcp addresses (tls when opts.Dial has a TLS
+// configuration, the certificate checked against HOST), resolved again
+// every 30 s and after a connection fails. Calls are spread over the
+// servers (ClientOptions.Balancer) and retried as the README's "Many
+// servers" says. Dial does not connect: connections are made on first use.
 func Dial(addr string, opts *ClientOptions) (*Client, error) {
-	if _, err := transport.ParseAddr(addr); err != nil && (opts == nil || opts.Dialer == nil) {
-		return nil, err
-	}
 	c := &Client{addr: addr}
 	if opts != nil {
 		c.opts = *opts
+	}
+	var check func(string) error
+	if c.opts.Dialer != nil {
+		check = func(string) error { return nil }
+	}
+	t, err := balance.Parse(addr, check)
+	if err != nil {
+		return nil, err
+	}
+	if c.opts.Balancer != "" && c.opts.Balancer != balance.RoundRobin && c.opts.Balancer != balance.LeastOutstanding {
+		return nil, fmt.Errorf("warren: unknown balancer %q (round_robin or least_outstanding)", c.opts.Balancer)
 	}
 	if c.opts.MinBackoff <= 0 {
 		c.opts.MinBackoff = 50 * time.Millisecond
@@ -125,6 +131,10 @@ func Dial(addr string, opts *ClientOptions) (*Client, error) {
 		c.opts.Interceptors = append(append([]UnaryClientInterceptor(nil), c.opts.Interceptors...), u)
 		c.opts.StreamInterceptors = append(append([]StreamClientInterceptor(nil), c.opts.StreamInterceptors...), st)
 	}
+	c.pool = balance.New(t, balance.Config{Dial: c.opts.Dial, Dialer: c.opts.Dialer, WaitForReady: c.opts.WaitForReady,
+		MinBackoff: c.opts.MinBackoff, MaxBackoff: c.opts.MaxBackoff, LeastOutstanding: c.opts.Balancer == balance.LeastOutstanding,
+		Mux: &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout,
+			SharedMin: c.opts.SharedThreshold, MaxShared: c.opts.MaxSharedBytes}})
 	c.chain = c.invoke
 	for i := len(c.opts.Interceptors) - 1; i >= 0; i-- {
 		ic, next := c.opts.Interceptors[i], c.chain
@@ -135,162 +145,22 @@ func Dial(addr string, opts *ClientOptions) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the client's connection. Calls in progress fail. Close is
+// Close closes the client's connections. Calls in progress fail. Close is
 // idempotent and waits for every goroutine the client started.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	sessions := c.sessions
-	c.sessions = nil
-	c.sess = nil
-	c.cur.Store(nil)
-	dialing := c.dialing
-	c.mu.Unlock()
-	for _, s := range sessions {
-		s.Close()
-	}
-	if dialing != nil {
-		<-dialing
-		c.mu.Lock()
-		sessions = c.sessions
-		c.sessions = nil
-		c.mu.Unlock()
-		for _, s := range sessions {
-			s.Close()
-		}
-	}
+	c.pool.Close()
 	return nil
 }
 
-// session returns a live session, connecting if needed.
+// session returns a live session to one of the servers, connecting if needed.
 func (c *Client) session(ctx context.Context) (*mux.Session, error) {
-	if s := c.cur.Load(); s != nil && s.Err() == nil {
-		if _, _, away := s.GoAwayReason(); !away {
-			return s, nil
-		}
-	}
+	r := balance.Retry{Pool: c.pool}
 	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, ErrClientClosed
-		}
-		if s := c.sess; s != nil {
-			if s.Err() == nil {
-				if _, _, away := s.GoAwayReason(); !away {
-					c.mu.Unlock()
-					return s, nil
-				}
-			}
-			c.sess = nil
-			c.cur.Store(nil)
-		}
-		if ch := c.dialing; ch != nil {
-			c.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if wait := time.Until(c.retryAt); wait > 0 {
-			err := c.lastErr
-			c.mu.Unlock()
-			if !c.opts.WaitForReady {
-				return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-				continue
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			}
-		}
-		ch := make(chan struct{})
-		c.dialing = ch
-		c.mu.Unlock()
-
-		s, err := c.connect(ctx)
-
-		c.mu.Lock()
-		c.dialing = nil
-		close(ch)
-		if err == nil {
-			c.backoff = 0
-			c.sessions = append(c.sessions, s)
-			c.sess = s
-			c.prune()
-			closed := c.closed
-			if !closed {
-				c.cur.Store(s)
-			}
-			c.mu.Unlock()
-			if closed {
-				s.Close()
-				return nil, ErrClientClosed
-			}
-			return s, nil
-		}
-		if ctx.Err() != nil {
-			// This caller gave up; that says nothing about the server.
-			c.mu.Unlock()
-			return nil, ctx.Err()
-		}
-		c.backoff = min(max(2*c.backoff, c.opts.MinBackoff), c.opts.MaxBackoff)
-		c.retryAt = time.Now().Add(c.backoff)
-		c.lastErr = err
-		c.mu.Unlock()
-		if !c.opts.WaitForReady {
-			return nil, &status.Error{Code: status.Unavailable, Message: err.Error(), Cause: err}
+		_, s, v, err := r.Session(ctx, nil)
+		if err == nil || !r.Next(ctx, v, &err) {
+			return s, err
 		}
 	}
-}
-
-// prune forgets sessions that have ended. c.mu is held.
-func (c *Client) prune() {
-	live := c.sessions[:0]
-	for _, s := range c.sessions {
-		if s.Err() == nil {
-			live = append(live, s)
-		} else {
-			s.Close()
-		}
-	}
-	clear(c.sessions[len(live):])
-	c.sessions = live
-}
-
-func (c *Client) connect(ctx context.Context) (*mux.Session, error) {
-	var conn net.Conn
-	var err error
-	if c.opts.Dialer != nil {
-		conn, err = c.opts.Dialer(ctx, c.addr)
-	} else {
-		var tc *transport.Conn
-		tc, err = transport.Dial(ctx, c.addr, c.opts.Dial)
-		if tc != nil {
-			conn = tc
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	// The handshake honours ctx too: a server that accepts and never
-	// answers must not hold a call past its deadline. Closing the
-	// connection ends the preface exchange whatever deadline mux set.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	s, err := mux.Client(conn, &mux.Config{Settings: c.opts.Settings, HandshakeTimeout: c.opts.HandshakeTimeout,
-		SharedMin: c.opts.SharedThreshold, MaxShared: c.opts.MaxSharedBytes})
-	if !stop() {
-		if s != nil {
-			s.Close()
-		}
-		return nil, ctx.Err()
-	}
-	return s, err
 }
 
 // Ping measures the round trip to the server.
@@ -389,12 +259,19 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts 
 	if err != nil {
 		return &status.Error{Code: status.Internal, Message: fmt.Sprintf("encoding %s request: %v", method, err), Cause: err}
 	}
-	for attempt := 0; ; attempt++ {
-		var retry bool
-		retry, err = c.attempt(ctx, method, cd, timeout, &o, data, resp)
-		// A call refused by a GOAWAY, or whose connection was lost before
-		// it was sent, was not processed: retry it once on a new connection.
-		if !retry || attempt > 0 {
+	r := balance.Retry{Pool: c.pool, Method: method}
+	for {
+		e, s, v, serr := r.Session(ctx, func(ctx context.Context, s *mux.Session) (map[string]bool, error) {
+			return c.pureMethods(ctx, s, &o)
+		})
+		if serr == nil {
+			e.Begin()
+			v, err = c.attempt(ctx, s, method, cd, timeout, &o, data, resp)
+			e.End()
+		} else if !balance.NotPure(serr) {
+			err = serr
+		}
+		if !r.Next(ctx, v, &err) {
 			break
 		}
 	}
@@ -402,13 +279,9 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any, opts 
 	return err
 }
 
-// attempt makes one try at a unary call. retry reports that the server did
-// not process it.
-func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, timeout time.Duration, o *callOptions, data []byte, resp any) (retry bool, err error) {
-	s, err := c.session(ctx)
-	if err != nil {
-		return false, err
-	}
+// attempt makes one try at a unary call on s. v says whether it may be
+// retried.
+func (c *Client) attempt(ctx context.Context, s *mux.Session, method string, cd codec.Codec, timeout time.Duration, o *callOptions, data []byte, resp any) (v balance.Verdict, err error) {
 	var into []byte // a large reply may be read straight into it
 	if rb, ok := resp.(*[]byte); ok && cd == codec.Raw {
 		into = *rb
@@ -421,9 +294,9 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	}
 	if err != nil {
 		if errors.Is(err, mux.ErrNoFiles) {
-			return false, err
+			return balance.Final, err
 		}
-		return drained(err) || isConnErr(err), callError(err)
+		return retryable(drained(err) || isConnErr(err)), callError(err)
 	}
 	defer st.Release()
 	var got bool
@@ -436,12 +309,18 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 			if ctx.Err() != nil {
 				st.Cancel()
 			}
-			return !got && drained(err), callError(err)
+			if !got && drained(err) {
+				return balance.NotProcessed, callError(err)
+			}
+			if isConnErr(err) && ctx.Err() == nil {
+				return balance.MayHaveRun, callError(err) // sent: it may have run
+			}
+			return balance.Final, callError(err)
 		}
 		if got {
 			pool.Put(buf)
 			st.Cancel()
-			return false, status.Errorf(status.Internal, "%s: more than one reply message", method)
+			return balance.Final, status.Errorf(status.Internal, "%s: more than one reply message", method)
 		}
 		got = true
 		if buf.Files != nil && o.recvFiles != nil {
@@ -452,7 +331,7 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 		pool.Put(buf)
 		if err != nil {
 			st.Cancel()
-			return false, &status.Error{Code: status.Internal, Message: fmt.Sprintf("decoding %s reply: %v", method, err), Cause: err}
+			return balance.Final, &status.Error{Code: status.Internal, Message: fmt.Sprintf("decoding %s reply: %v", method, err), Cause: err}
 		}
 	}
 	if o.header != nil {
@@ -463,13 +342,13 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 	tb, _ := st.Trailer()
 	if len(tb) == 0 {
 		if !got {
-			return false, status.Errorf(status.Internal, "%s: no reply message", method)
+			return balance.Final, status.Errorf(status.Internal, "%s: no reply message", method)
 		}
-		return false, nil
+		return balance.Final, nil
 	}
 	tr, err := wire.ParseTrailer(tb)
 	if err != nil {
-		return false, status.Errorf(status.Internal, "%s: malformed trailer: %v", method, err)
+		return balance.Final, status.Errorf(status.Internal, "%s: malformed trailer: %v", method, err)
 	}
 	if o.trailer != nil {
 		*o.trailer, _ = parseMetadata(tr.Metadata)
@@ -479,12 +358,12 @@ func (c *Client) attempt(ctx context.Context, method string, cd codec.Codec, tim
 		if len(tr.Details) > 0 {
 			se.Details, _ = wire.ParseDetails(tr.Details)
 		}
-		return false, se
+		return balance.Final, se
 	}
 	if !got {
-		return false, status.Errorf(status.Internal, "%s: no reply message", method)
+		return balance.Final, status.Errorf(status.Internal, "%s: no reply message", method)
 	}
-	return false, nil
+	return balance.Final, nil
 }
 
 func rawBytes(v any) ([]byte, bool) {
@@ -497,16 +376,28 @@ func rawBytes(v any) ([]byte, bool) {
 	return nil, false
 }
 
-// drained reports a stream or session the server stopped taking because it
-// is shutting down (not because it refused this client).
-func drained(err error) bool {
-	var ga *GoAwayError
-	return errors.As(err, &ga) && (ga.Code == status.OK || ga.Code == status.Unavailable)
+var drained, isConnErr = balance.Drained, balance.ConnLost
+
+// retryable is NotProcessed if b, else Final.
+func retryable(b bool) balance.Verdict {
+	if b {
+		return balance.NotProcessed
+	}
+	return balance.Final
 }
 
-func isConnErr(err error) bool {
-	var ce *ConnError
-	return errors.As(err, &ce)
+// pureMethods fetches the methods the server of s marks free of side
+// effects (IntrospectionMethod, with the call's metadata).
+func (c *Client) pureMethods(ctx context.Context, s *mux.Session, o *callOptions) (map[string]bool, error) {
+	var ml MethodList
+	if _, err := c.attempt(ctx, s, IntrospectionMethod, codec.JSON, 0, &callOptions{md: o.md}, []byte("{}"), &ml); err != nil {
+		return nil, err
+	}
+	pure := map[string]bool{}
+	for _, m := range ml.Methods {
+		pure[m.Name] = m.NoSideEffects
+	}
+	return pure, nil
 }
 
 // callError maps a transport-level error to a status.

@@ -96,7 +96,8 @@ func drainRound(t *testing.T, round int, loop bool) (completed, refused int) {
 	)
 	stop := make(chan struct{})
 	for w := range callers {
-		c, err := Dial("unix://"+path, nil)
+		// The server is gone for good after its shutdown: retry briefly.
+		c, err := Dial("unix://"+path, &ClientOptions{MaxBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,9 @@ type MethodInfo struct {
 	Kind    string `json:"kind"` // unary, server_stream, client_stream or bidi_stream
 	Request *Shape `json:"request"`
 	Reply   *Shape `json:"reply"`
+	// NoSideEffects: registered WithNoSideEffects; clients retry such a
+	// call whose connection failed after it was sent.
+	NoSideEffects bool `json:"no_side_effects,omitempty"`
 }
 
 // Shape describes a message type: its JSON type, and for objects their
@@ -78,7 +81,7 @@ func (s *Server) methodList() *MethodList {
 		}
 		out.Methods = append(out.Methods, MethodInfo{
 			Name: h.name, Kind: h.kind.String(),
-			Request: shapeOf(h.reqType, 0), Reply: shapeOf(h.respType, 0),
+			Request: shapeOf(h.reqType, 0), Reply: shapeOf(h.respType, 0), NoSideEffects: h.noSideEffects,
 		})
 	}
 	sort.Slice(out.Methods, func(i, j int) bool { return out.Methods[i].Name < out.Methods[j].Name })

@@ -622,7 +622,8 @@ func mxShutdown(t *testing.T, tr mxTransport) {
 		time.Sleep(200 * time.Millisecond)
 		return &mxReply{Text: "done " + req.Text}, nil
 	})
-	e := startMatrix(t, tr, srv, nil)
+	// The server is gone for good after its shutdown: retry briefly.
+	e := startMatrix(t, tr, srv, &ClientOptions{MaxBackoff: time.Millisecond})
 	type result struct {
 		r   *mxReply
 		err error

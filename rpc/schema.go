@@ -48,4 +48,6 @@ func schemaName(h *handler) string {
 // clients may then call it with GET (the message in the query string), as
 // they do for methods with idempotency_level NO_SIDE_EFFECTS. Other
 // methods refuse GET: a browser sends cross-site GETs without asking.
+// Warren clients read it from IntrospectionMethod and retry such a call
+// whose connection failed after it was sent.
 func WithNoSideEffects() MethodOption { return func(h *handler) { h.noSideEffects = true } }

@@ -108,9 +108,7 @@ func TestSoak(t *testing.T) {
 	if err := c.Invoke(context.Background(), "Soak.Call", make([]byte, 10), &out); err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	sess := c.sess
-	c.mu.Unlock()
+	sess := c.pool.Endpoints()[0].Current()
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -261,9 +259,7 @@ func TestSoak(t *testing.T) {
 	if err := c.Invoke(context.Background(), "Soak.Call", make([]byte, 10), &out); err != nil {
 		t.Fatalf("call after the soak: %v", err)
 	}
-	c.mu.Lock()
-	same := c.sess == sess
-	c.mu.Unlock()
+	same := c.pool.Endpoints()[0].Current() == sess
 	if !same || sess.Err() != nil {
 		t.Fatalf("the client reconnected during the soak (first session: %v)", sess.Err())
 	}

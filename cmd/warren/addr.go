@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warrenipc/warren/internal/balance"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/transport"
 )
@@ -84,10 +85,28 @@ func clientAddr(arg string) (addr string, cfg *transport.DialConfig, err error) 
 		}
 		return addr, &transport.DialConfig{ServerPolicy: peer.SameUser()}, nil
 	}
-	if _, err := transport.ParseAddr(arg); err != nil {
+	if _, err := balance.Parse(arg, nil); err != nil {
 		return "", nil, err
 	}
 	return arg, nil, nil
+}
+
+// targetAddr returns the address that stands for a client's target: the
+// first of a list; for dns:///HOST:PORT, tls://HOST:PORT with the
+// certificate flags (withTLS), tcp:// without.
+func targetAddr(target string, withTLS bool) (transport.Addr, error) {
+	t, err := balance.Parse(target, nil)
+	if err != nil {
+		return transport.Addr{}, err
+	}
+	if t.Host != "" {
+		a := transport.Addr{Scheme: transport.SchemeTCP, Address: net.JoinHostPort(t.Host, t.Port)}
+		if withTLS {
+			a.Scheme = transport.SchemeTLS
+		}
+		return a, nil
+	}
+	return transport.ParseAddr(t.Addrs[0])
 }
 
 // suggestAddr returns the address arg (given without a scheme) most

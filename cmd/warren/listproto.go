@@ -33,6 +33,9 @@ func listProto(ctx context.Context, w io.Writer, arg string, tf *tlsFlags, list 
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	if a, err := targetAddr(addr, cfg != nil && cfg.TLS != nil); err == nil {
+		addr = a.String() // reflection asks one server: the first
+	}
 	hc := rpc.HTTPClient(addr, cfg)
 	tr := hc.Transport.(*http.Transport)
 	tr.Protocols = new(http.Protocols)

@@ -17,6 +17,9 @@ import (
 
 // tlsClientText is the part of the client commands' help about TLS.
 const tlsClientText = `
+ADDR may list several addresses, separated by commas, or be
+dns:///HOST:PORT (tcp, or tls with the flags below): calls take the
+servers in turn.
 For tls:// and wss:// addresses, --ca names the CA certificates that verify
 the server (default: the system's), --server-name the name its certificate
 must be valid for (default: the address's host), and --cert and --key the
@@ -179,7 +182,7 @@ func (f *tlsFlags) serverTLS(a transport.Addr) (*tls.Config, peer.Policy, string
 
 // clientTLS adds the client's TLS configuration for addr to cfg.
 func (f *tlsFlags) clientTLS(addr string, cfg *transport.DialConfig) (*transport.DialConfig, error) {
-	a, err := transport.ParseAddr(addr)
+	a, err := targetAddr(addr, f.set())
 	if err != nil {
 		return nil, err
 	}
