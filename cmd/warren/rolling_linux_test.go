@@ -88,10 +88,14 @@ func TestRollingRestart(t *testing.T) {
 		})
 	}
 
+	noLog := func() string { return "" }
 	paths := []struct {
 		name, proto, addr string
 		lbLog             func() string
 	}{
+		// (a) the Go client's own balancing: each caller's client keeps a
+		// connection to every server.
+		{"client-balancing", "warren", "tcp://" + strings.Join(addrs, ",tcp://"), noLog},
 		{"haproxy-tcp", "warren", "tcp://" + hpTCP, hp.Output},
 		{"nginx-grpc", "grpc", ngGRPC, func() string {
 			a, _ := os.ReadFile(filepath.Join(dir, "access.log"))
