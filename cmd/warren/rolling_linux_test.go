@@ -89,26 +89,53 @@ func TestRollingRestart(t *testing.T) {
 	}
 
 	noLog := func() string { return "" }
+	ngLog := func() string {
+		a, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+		e, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(e) + string(a)
+	}
+	// nginx open source has no active health checks: an operator takes a
+	// server out of the upstream (down) and reloads before stopping it,
+	// and puts it back once it runs again.
+	ngConf := filepath.Join(dir, "grpc.conf")
+	ngSet := func(down int) {
+		conf := fleet.NginxGRPCConfig(t, "../../examples/nginx/grpc.conf", addrs, ngGRPC)
+		if down >= 0 {
+			conf = fleet.Replace(t, conf, [2]string{"server " + addrs[down] + " ", "server " + addrs[down] + " down "})
+		}
+		if err := os.WriteFile(ngConf, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ng.Reload(t)
+	}
 	paths := []struct {
 		name, proto, addr string
 		lbLog             func() string
+		out, in           func(i int)   // around each restart, if set
+		settle            time.Duration // after each restart
+		needHTTP2Drain    bool
 	}{
 		// (a) the Go client's own balancing: each caller's client keeps a
 		// connection to every server.
-		{"client-balancing", "warren", "tcp://" + strings.Join(addrs, ",tcp://"), noLog},
-		{"haproxy-tcp", "warren", "tcp://" + hpTCP, hp.Output},
-		{"nginx-grpc", "grpc", ngGRPC, func() string {
-			a, _ := os.ReadFile(filepath.Join(dir, "access.log"))
-			e, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			return string(e) + string(a)
-		}},
+		{name: "client-balancing", proto: "warren", addr: "tcp://" + strings.Join(addrs, ",tcp://"), lbLog: noLog, settle: time.Second},
+		// (b) HAProxy, warren's protocol per connection (mode tcp).
+		// Long enough for HAProxy to take a server back (two checks 500 ms
+		// apart) before the next one stops.
+		{name: "haproxy-tcp", proto: "warren", addr: "tcp://" + hpTCP, lbLog: hp.Output, settle: 1500 * time.Millisecond},
+		// (c) nginx, gRPC per request: out of the upstream by a reload,
+		// then SIGTERM.
+		{name: "nginx-grpc", proto: "grpc", addr: ngGRPC, lbLog: ngLog,
+			out: func(i int) { ngSet(i) }, in: func(int) { ngSet(-1) }, settle: 300 * time.Millisecond},
+		// (c') nginx left to find out by itself: SIGTERM alone.
+		// nginx leaves a server out for fail_timeout (2 s) after a failure.
+		{name: "nginx-grpc-sigterm-only", proto: "grpc", addr: ngGRPC, lbLog: ngLog, settle: 2500 * time.Millisecond, needHTTP2Drain: true},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
-			if p.proto == "grpc" {
+			if p.needHTTP2Drain {
 				requireHTTP2Drain(t)
 			}
-			rollingPath(t, l, addrs, p.proto, p.addr, p.lbLog)
+			rollingPath(t, l, addrs, p.proto, p.addr, p.lbLog, p.out, p.in, p.settle)
 		})
 	}
 }
@@ -148,7 +175,7 @@ func startRollingNginx(t *testing.T, nginx, dir string, ns, addrs []string, list
 
 // rollingPath starts the servers and the callers, restarts each server
 // twice, stops everything and checks the sums.
-func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string, lbLog func() string) {
+func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string, lbLog func() string, out, in func(int), settle time.Duration) {
 	srvNS := nsArgv(l.srv)
 	start := func(i int) *fleet.Server {
 		s := fleet.Start(t, srvNS, warrenBin, "--addr", "tcp://"+addrs[i], "--token", rollingToken)
@@ -183,11 +210,15 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 	begin := time.Now()
 	for range rollingRounds {
 		for i := range servers {
+			if out != nil {
+				out(i)
+			}
 			stop(i)
 			servers[i] = start(i)
-			// Long enough for the load balancer to take it back (HAProxy:
-			// two checks 500 ms apart) before the next one stops.
-			time.Sleep(1500 * time.Millisecond)
+			if in != nil {
+				in(i)
+			}
+			time.Sleep(settle)
 		}
 	}
 	restarts := time.Since(begin)

@@ -89,29 +89,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// childPIDs returns the processes whose parent is pid.
-func childPIDs(pid int) []int {
-	var kids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces; split after it.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			kids = append(kids, p)
-		}
-	}
-	return kids
-}
-
 // TestNginx runs warren.conf with nginx in front of a warren server on a
 // unix socket and calls through it over wss:// (the Go client) and Connect
 // HTTP (curl).
@@ -222,7 +199,7 @@ func TestNginx(t *testing.T) {
 	}
 	var workers []int
 	for deadline := time.Now().Add(5 * time.Second); len(workers) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		workers = childPIDs(cmd.Process.Pid)
+		workers = fleet.ChildPIDs(cmd.Process.Pid)
 	}
 	isWorker := func(w *Who) error {
 		if w.Network != "unix" || !w.HasCred || w.UID != workerUID || !slices.Contains(workers, w.PID) {

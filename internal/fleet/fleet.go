@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,4 +284,55 @@ func (s *Server) DrainsHTTP2(t testing.TB) bool {
 			return true
 		}
 	}
+}
+
+// Reload sends SIGHUP (nginx, HAProxy in master-worker mode: reload the
+// configuration) and waits until every worker process that was running
+// before has exited: from then on only the new configuration is in use.
+func (p *Proc) Reload(t testing.TB) {
+	t.Helper()
+	old := p.children()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cur := p.children()
+		left := 0
+		for _, pid := range old {
+			if slices.Contains(cur, pid) {
+				left++
+			}
+		}
+		if left == 0 && len(cur) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d old workers still running 20 s after SIGHUP: %s", p.cmd, left, p.Output())
+		}
+	}
+}
+
+func (p *Proc) children() []int { return ChildPIDs(p.cmd.Process.Pid) }
+
+// ChildPIDs returns the processes whose parent is pid, from /proc.
+func ChildPIDs(parent int) []int {
+	var kids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces; split after it.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(parent) {
+			kids = append(kids, pid)
+		}
+	}
+	return kids
 }
