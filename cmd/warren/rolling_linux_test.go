@@ -106,7 +106,9 @@ func TestRollingRestart(t *testing.T) {
 		if err := os.WriteFile(ngConf, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		t0 := time.Now()
 		ng.Reload(t)
+		t.Logf("nginx reload: %v", time.Since(t0).Round(time.Millisecond))
 	}
 	paths := []struct {
 		name, proto, addr string
