@@ -20,6 +20,7 @@ import (
 	"github.com/warrenipc/warren/examples/counter"
 	"github.com/warrenipc/warren/internal/fleet"
 	"github.com/warrenipc/warren/internal/grpcunary"
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/status"
 	"github.com/warrenipc/warren/transport"
@@ -56,6 +57,11 @@ type rollingReport struct {
 
 // TestRollingRestart runs the three paths over one set of namespaces.
 func TestRollingRestart(t *testing.T) {
+	if rawio.RaceEnabled {
+		// It makes hundreds of thousands of calls from a helper process;
+		// .ci/run runs it on its own, with -v for the figures.
+		t.Skip("not under the race detector: go test ./cmd/warren -run TestRollingRestart -v")
+	}
 	needNetns(t)
 	haproxy := requireTool(t, "haproxy")
 	nginx := requireTool(t, "nginx")
@@ -239,8 +245,8 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 		servedCalls += a.Calls
 	}
 	lbRetried := lbRetries(lbLog()[logBefore:])
-	t.Logf("%s: %d restarts in %v (the longest drain %v); calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, connections made by warren clients %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
-		target, rollingRounds*len(servers), restarts.Round(time.Millisecond), slowest.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Dials, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
+	t.Logf("%s, %s: %d restarts in %v (the longest drain %v); calls made %d, succeeded %d, retried by the callers %d (%d more after NotFound), by the load balancer %d, connections made by warren clients %d, failed by their deadline %d, failed %d; increments applied by the servers %d (%d processes), seen by the callers %d",
+		t.Name(), target, rollingRounds*len(servers), restarts.Round(time.Millisecond), slowest.Round(time.Millisecond), rep.Calls, rep.OK, rep.Retried, rep.Fresh, lbRetried, rep.Dials, rep.Deadline, rep.Failed, sum, len(applied), rep.OK)
 	if rep.Failed != 0 {
 		t.Errorf("%d calls failed visibly, for example: %q", rep.Failed, rep.Errors)
 		t.Logf("the load balancer's log says:\n%s", lbErrors(lbLog()[logBefore:]))
