@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -78,7 +79,11 @@ func TestRollingRestart(t *testing.T) {
 	// servers across the veth pair.
 	hpCfg := filepath.Join(dir, "haproxy.cfg")
 	const hpGRPC, hpTCP, ngGRPC = "127.0.0.1:8080", "127.0.0.1:7000", "127.0.0.1:8081"
-	if err := os.WriteFile(hpCfg, []byte(fleet.HAProxyConfig(t, "../../examples/haproxy/haproxy.cfg", addrs, hpGRPC, hpTCP, rollingToken)), 0o644); err != nil {
+	// The runtime API, to take a server out of the gRPC backend.
+	hpSock := filepath.Join(dir, "haproxy.sock")
+	hpText := fleet.Replace(t, fleet.HAProxyConfig(t, "../../examples/haproxy/haproxy.cfg", addrs, hpGRPC, hpTCP, rollingToken),
+		[2]string{"\nglobal\n", "\nglobal\n    stats socket " + hpSock + " level admin\n"})
+	if err := os.WriteFile(hpCfg, []byte(hpText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	hp := fleet.StartProc(t, syscall.SIGUSR1, append(cliNS, haproxy, "-db", "-f", hpCfg)...)
@@ -116,6 +121,20 @@ func TestRollingRestart(t *testing.T) {
 		ng.Reload(t)
 		t.Logf("nginx reload: %v", time.Since(t0).Round(time.Millisecond))
 	}
+	hpCmd := func(cmd string) {
+		c, err := net.Dial("unix", hpSock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(cmd + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(c)
+		if strings.TrimSpace(string(b)) != "" {
+			t.Fatalf("haproxy %q: %s", cmd, b)
+		}
+	}
 	paths := []struct {
 		name, proto, addr string
 		lbLog             func() string
@@ -130,6 +149,14 @@ func TestRollingRestart(t *testing.T) {
 		// Long enough for HAProxy to take a server back (two checks 500 ms
 		// apart) before the next one stops.
 		{name: "haproxy-tcp", proto: "warren", addr: "tcp://" + hpTCP, lbLog: hp.Output, settle: 1500 * time.Millisecond},
+		// (b') HAProxy, gRPC per request (mode http): the server disabled
+		// through the runtime API before SIGTERM, enabled after.
+		{name: "haproxy-grpc", proto: "grpc", addr: hpGRPC, lbLog: hp.Output,
+			out: func(i int) {
+				hpCmd(fmt.Sprintf("disable server warren_grpc/w%d", i+1))
+				time.Sleep(100 * time.Millisecond)
+			},
+			in: func(i int) { hpCmd(fmt.Sprintf("enable server warren_grpc/w%d", i+1)) }, settle: 1500 * time.Millisecond},
 		// (c) nginx, gRPC per request: out of the upstream by a reload,
 		// then SIGTERM.
 		{name: "nginx-grpc", proto: "grpc", addr: ngGRPC, lbLog: ngLog,
@@ -265,21 +292,30 @@ func rollingPath(t *testing.T, l *vethLink, addrs []string, proto, target string
 	}
 }
 
-// lbRetries counts the calls a load balancer's log shows it sent to a
-// second server: HAProxy's tcplog retries field ("+N" when redispatched),
-// nginx's $upstream_addr listing more than one server.
+// lbRetries counts the calls (HAProxy in mode tcp: connections) a load
+// balancer's log shows it sent to a second server: nginx's access log lines
+// ("$status $upstream_addr") listing more than one server, HAProxy's log
+// lines whose retries counter (the fifth of actconn/feconn/beconn/srv_conn/
+// retries) is not 0 ("+N" when redispatched).
 func lbRetries(log string) int {
 	n := 0
 	for _, line := range strings.Split(log, "\n") {
 		f := strings.Fields(line)
-		switch {
-		case strings.Contains(line, ", "):
-			n++
-		case len(f) > 8 && strings.Contains(line, "warren_tcp/"):
-			// ... actconn/feconn/beconn/srv_conn/retries srv_queue/backend_queue
-			c := strings.Split(f[len(f)-2], "/")
-			if len(c) == 5 && c[4] != "0" {
-				n++
+		if len(f) > 1 && len(f[0]) == 3 && f[0][0] >= '1' && f[0][0] <= '5' && strings.Contains(line, ", ") {
+			n++ // nginx
+			continue
+		}
+		if !strings.Contains(line, "warren_tcp/") && !strings.Contains(line, "warren_grpc/") {
+			continue
+		}
+		// The counters are the 5-part field just before the 2-part queues
+		// (timers, also 5 parts in the HTTP log, come before the status).
+		for j := 0; j+1 < len(f); j++ {
+			if c := strings.Split(f[j], "/"); len(c) == 5 && len(strings.Split(f[j+1], "/")) == 2 {
+				if c[4] != "0" {
+					n++
+				}
+				break
 			}
 		}
 	}
