@@ -447,6 +447,8 @@ func runHelper(mode, addr, certs string) error {
 		return helperBenchServer(addr, certs)
 	case "bench-client":
 		return helperBenchClient(addr, certs)
+	case "rolling":
+		return helperRolling(addr)
 	}
 	return fmt.Errorf("unknown helper mode %q", mode)
 }

@@ -21,24 +21,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/warrenipc/warren/examples/counter"
+	"github.com/warrenipc/warren/internal/fleet"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/rpc"
 	"github.com/warrenipc/warren/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("WARREN_REQUIRE_TOOLS") != "" {
-			t.Fatalf("%s is required (WARREN_REQUIRE_TOOLS is set): %v", name, err)
-		}
-		t.Skipf("%s not installed (apt-get install %s)", name, name)
-	}
-	return p
-}
 
 // Who is what the Who.Am method reports: the peer the server sees and the
 // forwarded client address nginx passed as metadata.
@@ -100,35 +89,12 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// childPIDs returns the processes whose parent is pid.
-func childPIDs(pid int) []int {
-	var kids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces; split after it.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			kids = append(kids, p)
-		}
-	}
-	return kids
-}
-
 // TestNginx runs warren.conf with nginx in front of a warren server on a
 // unix socket and calls through it over wss:// (the Go client) and Connect
 // HTTP (curl).
 func TestNginx(t *testing.T) {
-	nginx := requireTool(t, "nginx")
-	curl := requireTool(t, "curl")
+	nginx := fleet.RequireTool(t, "nginx")
+	curl := fleet.RequireTool(t, "curl")
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc to find nginx's workers")
 	}
@@ -187,22 +153,7 @@ func TestNginx(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "warren.conf"), []byte(nginxConf(t, sock, certs, port)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	main := fmt.Sprintf(`daemon off;
-%s
-worker_processes 2;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log info;
-events { worker_connections 128; }
-http {
-    access_log %[2]s/access.log;
-    client_body_temp_path %[3]s/body;
-    proxy_temp_path %[3]s/proxy;
-    fastcgi_temp_path %[3]s/fastcgi;
-    uwsgi_temp_path %[3]s/uwsgi;
-    scgi_temp_path %[3]s/scgi;
-    include %[2]s/warren.conf;
-}
-`, userLine, dir, tmp)
+	main := fleet.NginxMain(userLine, dir, tmp, filepath.Join(dir, "warren.conf"), "")
 	conf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(conf, []byte(main), 0o644); err != nil {
 		t.Fatal(err)
@@ -248,7 +199,7 @@ http {
 	}
 	var workers []int
 	for deadline := time.Now().Add(5 * time.Second); len(workers) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		workers = childPIDs(cmd.Process.Pid)
+		workers = fleet.ChildPIDs(cmd.Process.Pid)
 	}
 	isWorker := func(w *Who) error {
 		if w.Network != "unix" || !w.HasCred || w.UID != workerUID || !slices.Contains(workers, w.PID) {
@@ -340,4 +291,9 @@ http {
 			t.Fatalf("x-forwarded-for %q, want 127.0.0.1 (set by nginx, not the client's)", who.Forwarded)
 		}
 	})
+}
+
+func runOut(argv ...string) (string, error) {
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	return string(out), err
 }
