@@ -15,6 +15,7 @@ import (
 	"github.com/warrenipc/warren/internal/admit"
 	"github.com/warrenipc/warren/internal/frameio"
 	"github.com/warrenipc/warren/internal/mux"
+	"github.com/warrenipc/warren/internal/rawio"
 	"github.com/warrenipc/warren/peer"
 	"github.com/warrenipc/warren/wire"
 )
@@ -62,8 +63,14 @@ func limPingFlood(t *testing.T, start func(*ServerOptions) *limEnv, loop bool) {
 	if took > stuck+3*time.Second {
 		t.Errorf("closed after %v, want about the stuck timeout (%v)", took, stuck)
 	}
-	if peak > 24<<20 {
-		t.Errorf("RSS grew by %d MiB during the flood, want a bounded queue", peak>>20)
+	// The race detector's shadow memory multiplies what the heap costs;
+	// .ci/run also runs this test without it, where the bound is 24 MiB.
+	bound := int64(24 << 20)
+	if rawio.RaceEnabled {
+		bound *= 4
+	}
+	if peak > bound {
+		t.Errorf("RSS grew by %d MiB during the flood, want a bounded queue (at most %d MiB)", peak>>20, bound>>20)
 	}
 }
 
