@@ -78,9 +78,9 @@ func (h *handler) NoSideEffects() bool   { return h.noSideEffects }
 func (bc *bridgeConn) Admit(m bridgecore.Method, codecID uint8, deadline time.Time, header http.Header, parent context.Context) (bridgecore.Call, *status.Error) {
 	sc := (*serverConn)(bc)
 	hd, _ := m.(*handler)
-	if isClosed(sc.srv.closed) {
-		return nil, status.New(status.Unavailable, "server is shutting down")
-	}
+	// A request that reaches a handler during the drain is served: on
+	// HTTP/2 it is at or below the GOAWAY's last stream id (those above it
+	// are never read), and HTTP/1.1 connections close after it.
 	cd, code, msg := sc.admit(hd, codecID)
 	if code != status.OK {
 		return nil, status.New(code, msg)

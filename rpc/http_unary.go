@@ -31,12 +31,8 @@ import (
 func (h *httpConn) call(w http.ResponseWriter, r *http.Request, hd *handler, enc bridgecore.Encoding, body []byte) {
 	s := h.srv
 	fail := func(se *status.Error) { bridgecore.WriteUnaryError(w, 0, se, nil, nil) }
-	if isClosed(s.closed) {
-		if r.ProtoMajor == 1 {
-			w.Header()["Connection"] = bridgecore.HdrClose
-		}
-		fail(status.New(status.Unavailable, "server is shutting down"))
-		return
+	if isClosed(s.closed) && r.ProtoMajor == 1 {
+		w.Header()["Connection"] = bridgecore.HdrClose // served, as in Admit, then closed
 	}
 	if v := r.Header["Connect-Protocol-Version"]; len(v) > 0 && v[0] != "1" {
 		fail(status.Errorf(status.InvalidArgument, "Connect-Protocol-Version %q is not supported (want 1)", v[0]))
