@@ -368,6 +368,7 @@ class Client:
             request = {}
         cd = pick(codec, request, response_type, self._codec)
         payload = cd.encode(request)
+        metadata = with_trace(metadata)  # once: every attempt is the same call
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + max(timeout, 0)
         tries = max(2, len(self._eps))
@@ -376,7 +377,7 @@ class Client:
             await self._refresh()
             ep = self._pick(ep)
             try:
-                return await self._invoke_on(ep, method, cd, payload, with_trace(metadata), deadline, timeout)
+                return await self._invoke_on(ep, method, cd, payload, metadata, deadline, timeout)
             except StatusError as e:
                 tries -= 1
                 if not e.not_processed or tries <= 0 or self._closing or (deadline is not None and loop.time() >= deadline):
