@@ -111,6 +111,8 @@ test("a server stream followed in the panel, then stopped", async () => {
   const first = await page.$eval("#r-stream li", (e) => e.textContent);
   assert.match(first, /"value":"4"/, "the newest message first");
   const inflight = async () => (await (await fetch(new URL("figures", consoleURL), { headers: { Authorization: "Bearer " + token } })).json()).in_flight;
+  // The figures are a snapshot at most 250 ms old.
+  for (let i = 0; i < 50 && (await inflight()) !== 1; i++) await new Promise((r) => setTimeout(r, 100));
   assert.equal(await inflight(), 1, "the stream is a call in flight");
   await page.screenshot({ path: join(shots, "console-stream.png") });
   await page.click("#stop");
