@@ -39,6 +39,15 @@ func MapLen(size int) int { return HeaderSize + 2*size }
 // [MinSize, MaxSize].
 func ValidSize(size int) bool { return size >= MinSize && size <= MaxSize && size&(size-1) == 0 }
 
+// Waking a side that sleeps is Dekker's handshake: a consumer stores that
+// it sleeps, then loads the tail; a producer stores the tail, then loads
+// whether the consumer sleeps (and the same with the head and the
+// producer's wait for room). One of the two must see the other's store,
+// so each of these stores is a swap, a full barrier everywhere: under the
+// race detector an atomic store to memory outside the Go heap, as this
+// mapping is, is a plain move, which the load after it may pass, and both
+// sides then sleep.
+
 // half is one direction of a mapping.
 type half struct {
 	ctl  []byte
@@ -90,7 +99,7 @@ func (c *Consumer) Copy(b []byte, avail uint64) int {
 	k := copy(b[:n], c.h.data[off:])
 	copy(b[k:n], c.h.data)
 	c.head += uint64(n)
-	atomic.StoreUint64(c.h.u64(offHead), c.head)
+	atomic.SwapUint64(c.h.u64(offHead), c.head) // a swap: see half
 	return n
 }
 
@@ -98,7 +107,7 @@ func (c *Consumer) Copy(b []byte, avail uint64) int {
 func (c *Consumer) FDSeq() uint64 { return atomic.LoadUint64(c.h.u64(offFDSeq)) }
 
 // SetSleeping publishes whether the consumer sleeps.
-func (c *Consumer) SetSleeping(v uint32) { atomic.StoreUint32(c.h.u32(offSleeping), v) }
+func (c *Consumer) SetSleeping(v uint32) { atomic.SwapUint32(c.h.u32(offSleeping), v) }
 
 // ProducerWaiting reports whether the producer says it waits for room.
 func (c *Consumer) ProducerWaiting() bool { return atomic.LoadUint32(c.h.u32(offWaiting)) != 0 }
@@ -153,7 +162,7 @@ func (p *Producer) Put(bufs *[][]byte, room uint64) int {
 }
 
 // Publish stores the tail: the bytes Put wrote are the consumer's.
-func (p *Producer) Publish() { atomic.StoreUint64(p.h.u64(offTail), p.tail) }
+func (p *Producer) Publish() { atomic.SwapUint64(p.h.u64(offTail), p.tail) }
 
 // AddFDs counts a descriptor message sent on the socket, before the bytes
 // of the frame naming it are published.
@@ -163,7 +172,7 @@ func (p *Producer) AddFDs() {
 }
 
 // SetWaiting publishes whether the producer waits for room.
-func (p *Producer) SetWaiting(v uint32) { atomic.StoreUint32(p.h.u32(offWaiting), v) }
+func (p *Producer) SetWaiting(v uint32) { atomic.SwapUint32(p.h.u32(offWaiting), v) }
 
 // ConsumerSleeping reports whether the consumer says it sleeps.
 func (p *Producer) ConsumerSleeping() bool { return atomic.LoadUint32(p.h.u32(offSleeping)) != 0 }
